@@ -1,0 +1,178 @@
+//! ALBERT (`AlbertForMaskedLM`): factorised embeddings (`embedding_size` → hidden through
+//! `embedding_hidden_mapping_in`), layer groups whose weights are shared across depth, and a
+//! head that projects back to `embedding_size` before the tied decoder.
+
+use std::path::Path;
+
+use burn::nn::{Embedding, LayerNorm, Linear};
+use burn::prelude::*;
+use serde::Deserialize;
+
+use crate::config::default_true;
+use crate::error::{BackboneError, Result};
+use crate::head::{HeadNames, HeadShape, MlmHead};
+use crate::layers::{Activation, PostLnBlock, PostLnNames, PostLnShape, padding_bias};
+use crate::weights::Weights;
+
+#[derive(Clone, Debug, Deserialize)]
+pub struct AlbertConfig {
+    pub vocab_size: usize,
+    pub embedding_size: usize,
+    pub hidden_size: usize,
+    pub num_hidden_layers: usize,
+    #[serde(default = "one")]
+    pub num_hidden_groups: usize,
+    #[serde(default = "one")]
+    pub inner_group_num: usize,
+    pub num_attention_heads: usize,
+    pub intermediate_size: usize,
+    pub hidden_act: String,
+    pub max_position_embeddings: usize,
+    #[serde(default = "two")]
+    pub type_vocab_size: usize,
+    pub layer_norm_eps: f64,
+    #[serde(default)]
+    pub pad_token_id: u32,
+    #[serde(default = "default_true")]
+    pub tie_word_embeddings: bool,
+}
+
+fn one() -> usize {
+    1
+}
+
+fn two() -> usize {
+    2
+}
+
+const LAYER: PostLnNames = PostLnNames {
+    query: "attention.query",
+    key: "attention.key",
+    value: "attention.value",
+    attention_output: "attention.dense",
+    attention_norm: "attention.LayerNorm",
+    intermediate: "ffn",
+    output: "ffn_output",
+    output_norm: "full_layer_layer_norm",
+};
+
+const HEAD: HeadNames = HeadNames {
+    dense: "predictions.dense",
+    norm: "predictions.LayerNorm",
+    bias: "predictions.bias",
+    decoder_bias: "predictions.decoder.bias",
+    decoder_weight: "predictions.decoder.weight",
+};
+
+#[derive(Module, Debug)]
+pub struct Albert {
+    pub word_embeddings: Embedding,
+    pub position_embeddings: Embedding,
+    pub token_type_embeddings: Embedding,
+    pub embeddings_norm: LayerNorm,
+    pub embedding_hidden_mapping_in: Linear,
+    /// `groups[g][j]`: inner layer j of group g.
+    pub groups: Vec<Vec<PostLnBlock>>,
+    #[module(skip)]
+    pub num_hidden_layers: usize,
+}
+
+impl Albert {
+    pub fn load(w: &Weights, c: &AlbertConfig, path: &Path) -> Result<(Self, MlmHead)> {
+        if c.num_hidden_groups == 0 || c.num_hidden_layers % c.num_hidden_groups != 0 {
+            return Err(BackboneError::config(
+                path,
+                format!(
+                    "field `num_hidden_groups`: {} does not divide num_hidden_layers {}",
+                    c.num_hidden_groups, c.num_hidden_layers
+                ),
+            ));
+        }
+        let e = w.pp("albert");
+        let (emb, h) = (c.embedding_size, c.hidden_size);
+        let activation = Activation::from_hf(&c.hidden_act, path, "hidden_act")?;
+        let shape = PostLnShape {
+            hidden: h,
+            intermediate: c.intermediate_size,
+            heads: c.num_attention_heads,
+            eps: c.layer_norm_eps,
+            activation,
+        };
+        let load_group = |g: usize| -> Result<Vec<PostLnBlock>> {
+            (0..c.inner_group_num)
+                .map(|j| {
+                    let prefix = format!("encoder.albert_layer_groups.{g}.albert_layers.{j}");
+                    PostLnBlock::load(&e.pp(&prefix), &LAYER, shape)
+                })
+                .collect()
+        };
+        let encoder = Self {
+            word_embeddings: e.embedding("embeddings.word_embeddings.weight", c.vocab_size, emb)?,
+            position_embeddings: e.embedding(
+                "embeddings.position_embeddings.weight",
+                c.max_position_embeddings,
+                emb,
+            )?,
+            token_type_embeddings: e.embedding(
+                "embeddings.token_type_embeddings.weight",
+                c.type_vocab_size,
+                emb,
+            )?,
+            embeddings_norm: e.layer_norm("embeddings.LayerNorm", emb, c.layer_norm_eps, true)?,
+            embedding_hidden_mapping_in: e.linear(
+                "encoder.embedding_hidden_mapping_in",
+                emb,
+                h,
+                true,
+            )?,
+            groups: (0..c.num_hidden_groups)
+                .map(load_group)
+                .collect::<Result<_>>()?,
+            num_hidden_layers: c.num_hidden_layers,
+        };
+        let head = MlmHead::load(
+            w,
+            &HEAD,
+            HeadShape {
+                hidden: h,
+                embedding: emb,
+                vocab: c.vocab_size,
+                eps: c.layer_norm_eps,
+                activation,
+                dense_bias: true,
+                norm_bias: true,
+                vocab_bias: true,
+                tied: c.tie_word_embeddings,
+            },
+        )?;
+        Ok((encoder, head))
+    }
+
+    pub fn forward(&self, ids: Tensor<2, Int>, mask: Tensor<2, Int>) -> Tensor<3> {
+        let len = ids.dims()[1];
+        let positions = self
+            .position_embeddings
+            .weight
+            .val()
+            .slice_dim(0, 0..len)
+            .unsqueeze::<3>();
+        let token_type = self
+            .token_type_embeddings
+            .weight
+            .val()
+            .slice_dim(0, 0..1)
+            .unsqueeze::<3>();
+        let x = self
+            .embeddings_norm
+            .forward(self.word_embeddings.forward(ids) + positions + token_type);
+        let mut x = self.embedding_hidden_mapping_in.forward(x);
+        let bias = padding_bias(mask);
+        let layers_per_group = self.num_hidden_layers / self.groups.len();
+        for i in 0..self.num_hidden_layers {
+            for layer in &self.groups[i / layers_per_group] {
+                x = layer.forward(x, bias.clone());
+            }
+        }
+        x
+    }
+}

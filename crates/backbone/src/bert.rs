@@ -1,0 +1,190 @@
+//! BERT (`BertForMaskedLM`) and RoBERTa (`RobertaForMaskedLM`): learned absolute positions,
+//! token types, post-LN layers. They differ in tensor prefixes, head names and position ids.
+
+use std::path::Path;
+
+use burn::nn::{Embedding, LayerNorm};
+use burn::prelude::*;
+use serde::Deserialize;
+
+use crate::config::default_true;
+use crate::error::{BackboneError, Result};
+use crate::head::{HeadNames, HeadShape, MlmHead};
+use crate::layers::{Activation, PostLnBlock, PostLnNames, PostLnShape, padding_bias};
+use crate::weights::Weights;
+
+#[derive(Clone, Debug, Deserialize)]
+pub struct BertConfig {
+    pub vocab_size: usize,
+    pub hidden_size: usize,
+    pub num_hidden_layers: usize,
+    pub num_attention_heads: usize,
+    pub intermediate_size: usize,
+    pub hidden_act: String,
+    pub max_position_embeddings: usize,
+    #[serde(default = "default_type_vocab")]
+    pub type_vocab_size: usize,
+    pub layer_norm_eps: f64,
+    #[serde(default)]
+    pub pad_token_id: u32,
+    #[serde(default = "default_absolute")]
+    pub position_embedding_type: String,
+    #[serde(default = "default_true")]
+    pub tie_word_embeddings: bool,
+}
+
+fn default_type_vocab() -> usize {
+    2
+}
+
+fn default_absolute() -> String {
+    "absolute".into()
+}
+
+const LAYER: PostLnNames = PostLnNames {
+    query: "attention.self.query",
+    key: "attention.self.key",
+    value: "attention.self.value",
+    attention_output: "attention.output.dense",
+    attention_norm: "attention.output.LayerNorm",
+    intermediate: "intermediate.dense",
+    output: "output.dense",
+    output_norm: "output.LayerNorm",
+};
+
+const BERT_HEAD: HeadNames = HeadNames {
+    dense: "cls.predictions.transform.dense",
+    norm: "cls.predictions.transform.LayerNorm",
+    bias: "cls.predictions.bias",
+    decoder_bias: "cls.predictions.decoder.bias",
+    decoder_weight: "cls.predictions.decoder.weight",
+};
+
+const ROBERTA_HEAD: HeadNames = HeadNames {
+    dense: "lm_head.dense",
+    norm: "lm_head.layer_norm",
+    bias: "lm_head.bias",
+    decoder_bias: "lm_head.decoder.bias",
+    decoder_weight: "lm_head.decoder.weight",
+};
+
+/// How position ids are derived from the input ids.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Positions {
+    /// `arange(L)`.
+    Absolute,
+    /// RoBERTa: `cumsum(ids != pad) · (ids != pad) + pad`, so tokens start at `pad + 1`.
+    AfterPadding { pad: u32 },
+}
+
+#[derive(Module, Debug)]
+pub struct Bert {
+    pub word_embeddings: Embedding,
+    pub position_embeddings: Embedding,
+    pub token_type_embeddings: Embedding,
+    pub embeddings_norm: LayerNorm,
+    pub layers: Vec<PostLnBlock>,
+    #[module(skip)]
+    pub positions: Positions,
+}
+
+impl Bert {
+    /// Loads encoder and head; `roberta` selects RoBERTa's prefix, head and positions.
+    pub fn load(w: &Weights, c: &BertConfig, roberta: bool, path: &Path) -> Result<(Self, MlmHead)> {
+        if c.position_embedding_type != "absolute" {
+            return Err(BackboneError::config(
+                path,
+                format!(
+                    "field `position_embedding_type`: `{}` is not supported (only `absolute`)",
+                    c.position_embedding_type
+                ),
+            ));
+        }
+        let prefix = if roberta { "roberta" } else { "bert" };
+        // Bare `BertModel` files have no prefix; they also have no head, which `MlmHead::load`
+        // reports, so the encoder is read from wherever it is.
+        let e = if w.contains(&format!("{prefix}.embeddings.word_embeddings.weight")) {
+            w.pp(prefix)
+        } else {
+            w.clone()
+        };
+        let h = c.hidden_size;
+        let activation = Activation::from_hf(&c.hidden_act, path, "hidden_act")?;
+        let shape = PostLnShape {
+            hidden: h,
+            intermediate: c.intermediate_size,
+            heads: c.num_attention_heads,
+            eps: c.layer_norm_eps,
+            activation,
+        };
+        let encoder = Self {
+            word_embeddings: e.embedding("embeddings.word_embeddings.weight", c.vocab_size, h)?,
+            position_embeddings: e.embedding(
+                "embeddings.position_embeddings.weight",
+                c.max_position_embeddings,
+                h,
+            )?,
+            token_type_embeddings: e.embedding(
+                "embeddings.token_type_embeddings.weight",
+                c.type_vocab_size,
+                h,
+            )?,
+            embeddings_norm: e.layer_norm("embeddings.LayerNorm", h, c.layer_norm_eps, true)?,
+            layers: (0..c.num_hidden_layers)
+                .map(|i| PostLnBlock::load(&e.pp(&format!("encoder.layer.{i}")), &LAYER, shape))
+                .collect::<Result<_>>()?,
+            positions: if roberta {
+                Positions::AfterPadding { pad: c.pad_token_id }
+            } else {
+                Positions::Absolute
+            },
+        };
+        let head = MlmHead::load(
+            w,
+            if roberta { &ROBERTA_HEAD } else { &BERT_HEAD },
+            HeadShape {
+                hidden: h,
+                embedding: h,
+                vocab: c.vocab_size,
+                eps: c.layer_norm_eps,
+                // RoBERTa's head calls `gelu` directly, whatever `hidden_act` says.
+                activation: if roberta { Activation::Gelu } else { activation },
+                dense_bias: true,
+                norm_bias: true,
+                vocab_bias: true,
+                tied: c.tie_word_embeddings,
+            },
+        )?;
+        Ok((encoder, head))
+    }
+
+    pub fn forward(&self, ids: Tensor<2, Int>, mask: Tensor<2, Int>) -> Tensor<3> {
+        let [batch, len] = ids.dims();
+        let device = ids.device();
+        let positions = match self.positions {
+            Positions::Absolute => Tensor::<1, Int>::arange(0..len as i64, &device)
+                .unsqueeze::<2>()
+                .expand([batch, len]),
+            Positions::AfterPadding { pad } => {
+                let tokens = ids.clone().not_equal_elem(pad as i64).int();
+                tokens.clone().cumsum(1) * tokens + pad as i64
+            }
+        };
+        // Token type 0 for every token, as HF does for a single text.
+        let token_type = self
+            .token_type_embeddings
+            .weight
+            .val()
+            .slice_dim(0, 0..1)
+            .unsqueeze::<3>();
+        let x = self.word_embeddings.forward(ids)
+            + self.position_embeddings.forward(positions)
+            + token_type;
+        let mut x = self.embeddings_norm.forward(x);
+        let bias = padding_bias(mask);
+        for layer in &self.layers {
+            x = layer.forward(x, bias.clone());
+        }
+        x
+    }
+}

@@ -1,0 +1,168 @@
+//! Where a checkpoint's files are: a local directory, or a Hugging Face id resolved through
+//! the standard hub cache (`HF_HUB_CACHE`, else `HF_HOME/hub`, else
+//! `~/.cache/huggingface/hub`), downloaded into it when online. `HF_HUB_OFFLINE=1` forbids
+//! the download.
+
+use std::path::{Path, PathBuf};
+
+use crate::error::{BackboneError, Result};
+
+/// Weight files, in the order they are preferred.
+const WEIGHT_FILES: [&str; 3] = [
+    "model.safetensors",
+    "model.safetensors.index.json",
+    "pytorch_model.bin",
+];
+
+#[derive(Clone, Debug)]
+pub struct Checkpoint {
+    /// What the user named: a path or an HF id.
+    pub name: String,
+    pub config: PathBuf,
+    pub weights: PathBuf,
+    pub tokenizer: PathBuf,
+}
+
+impl Checkpoint {
+    /// Resolves with the hub settings of the environment.
+    pub fn resolve(spec: &str) -> Result<Self> {
+        Self::resolve_with(spec, &HubSettings::from_env())
+    }
+
+    pub fn resolve_with(spec: &str, hub: &HubSettings) -> Result<Self> {
+        let path = Path::new(spec);
+        if path.is_dir() {
+            return Self::from_dir(spec, path);
+        }
+        if path.exists() {
+            return Err(BackboneError::Checkpoint(format!(
+                "{spec}: expected a checkpoint directory (config.json, model.safetensors, \
+                 tokenizer.json), found a file"
+            )));
+        }
+        from_hub(spec, hub)
+    }
+
+    pub fn from_dir(name: &str, dir: &Path) -> Result<Self> {
+        let weights = WEIGHT_FILES
+            .iter()
+            .map(|f| dir.join(f))
+            .find(|p| p.is_file())
+            .ok_or_else(|| {
+                BackboneError::Checkpoint(format!(
+                    "{}: no weights found (expected one of {})",
+                    dir.display(),
+                    WEIGHT_FILES.join(", ")
+                ))
+            })?;
+        let required = |file: &str| {
+            let p = dir.join(file);
+            if p.is_file() {
+                Ok(p)
+            } else {
+                Err(BackboneError::Checkpoint(format!(
+                    "{}: `{file}` is missing",
+                    dir.display()
+                )))
+            }
+        };
+        Ok(Self {
+            name: name.to_string(),
+            config: required("config.json")?,
+            tokenizer: required("tokenizer.json")?,
+            weights,
+        })
+    }
+
+    /// The directory holding config.json (a snapshot directory for hub checkpoints).
+    pub fn dir(&self) -> &Path {
+        self.config.parent().unwrap_or(Path::new("."))
+    }
+}
+
+/// Where the hub cache is and whether downloading is allowed.
+#[derive(Clone, Debug)]
+pub struct HubSettings {
+    pub cache_dir: PathBuf,
+    pub offline: bool,
+}
+
+impl HubSettings {
+    /// The cache the Python libraries use (`HF_HUB_CACHE`, else `HF_HOME/hub`, else
+    /// `~/.cache/huggingface/hub`) and `HF_HUB_OFFLINE`.
+    pub fn from_env() -> Self {
+        let cache_dir = if let Some(dir) = std::env::var_os("HF_HUB_CACHE") {
+            PathBuf::from(dir)
+        } else if let Some(home) = std::env::var_os("HF_HOME") {
+            PathBuf::from(home).join("hub")
+        } else {
+            let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default();
+            home.join(".cache").join("huggingface").join("hub")
+        };
+        let offline = std::env::var("HF_HUB_OFFLINE")
+            .is_ok_and(|v| matches!(v.to_ascii_lowercase().as_str(), "1" | "true" | "yes" | "on"));
+        Self { cache_dir, offline }
+    }
+}
+
+fn from_hub(id: &str, hub: &HubSettings) -> Result<Checkpoint> {
+    let cache_dir = hub.cache_dir.clone();
+    let cache = hf_hub::Cache::new(cache_dir.clone());
+    let cached = cache.model(id.to_string());
+    if let Some(config) = cached.get("config.json")
+        && let Ok(found) = Checkpoint::from_dir(id, config.parent().unwrap_or(Path::new(".")))
+    {
+        return Ok(found);
+    }
+    let missing = || {
+        format!(
+            "checkpoint `{id}` is not a local directory and is not in the Hugging Face cache at \
+             {cache}. Download it on a machine with network access (`huggingface-cli download \
+             {id} config.json tokenizer.json model.safetensors`, or `lsr` without \
+             HF_HUB_OFFLINE), then copy the cache directory `{folder}` under {cache}, or pass the \
+             path of a directory holding config.json, tokenizer.json and model.safetensors",
+            cache = cache_dir.display(),
+            folder = hf_hub::Repo::model(id.to_string()).folder_name(),
+        )
+    };
+    if hub.offline {
+        return Err(BackboneError::Checkpoint(format!("{} (HF_HUB_OFFLINE is set)", missing())));
+    }
+    download(id, cache).map_err(|e| BackboneError::Checkpoint(format!("{}; download failed: {e}", missing())))
+}
+
+fn download(id: &str, cache: hf_hub::Cache) -> std::result::Result<Checkpoint, String> {
+    let api = hf_hub::api::sync::ApiBuilder::from_cache(cache)
+        .with_progress(true)
+        .build()
+        .map_err(|e| e.to_string())?;
+    let repo = api.model(id.to_string());
+    let config = repo.get("config.json").map_err(|e| e.to_string())?;
+    repo.get("tokenizer.json").map_err(|e| e.to_string())?;
+    let mut weights_found = false;
+    for file in WEIGHT_FILES {
+        if let Ok(path) = repo.get(file) {
+            if file.ends_with(".index.json") {
+                let index: serde_json::Value = serde_json::from_str(
+                    &std::fs::read_to_string(&path).map_err(|e| e.to_string())?,
+                )
+                .map_err(|e| e.to_string())?;
+                let mut shards: Vec<&str> = index["weight_map"]
+                    .as_object()
+                    .map(|m| m.values().filter_map(|v| v.as_str()).collect())
+                    .unwrap_or_default();
+                shards.sort_unstable();
+                shards.dedup();
+                for shard in shards {
+                    repo.get(shard).map_err(|e| e.to_string())?;
+                }
+            }
+            weights_found = true;
+            break;
+        }
+    }
+    if !weights_found {
+        return Err(format!("{id} has none of {}", WEIGHT_FILES.join(", ")));
+    }
+    Checkpoint::from_dir(id, config.parent().unwrap_or(Path::new("."))).map_err(|e| e.to_string())
+}

@@ -1,0 +1,121 @@
+//! DistilBERT (`DistilBertForMaskedLM`): BERT without token types, its own config keys, and
+//! every LayerNorm at eps 1e-12 (hard-coded in transformers, absent from the config).
+
+use std::path::Path;
+
+use burn::nn::{Embedding, LayerNorm};
+use burn::prelude::*;
+use serde::Deserialize;
+
+use crate::config::default_true;
+use crate::error::Result;
+use crate::head::{HeadNames, HeadShape, MlmHead};
+use crate::layers::{Activation, PostLnBlock, PostLnNames, PostLnShape, padding_bias};
+use crate::weights::Weights;
+
+const LAYER_NORM_EPS: f64 = 1e-12;
+
+#[derive(Clone, Debug, Deserialize)]
+pub struct DistilBertConfig {
+    pub vocab_size: usize,
+    pub dim: usize,
+    pub n_layers: usize,
+    pub n_heads: usize,
+    pub hidden_dim: usize,
+    pub activation: String,
+    pub max_position_embeddings: usize,
+    #[serde(default)]
+    pub pad_token_id: u32,
+    #[serde(default = "default_true")]
+    pub tie_word_embeddings: bool,
+}
+
+const LAYER: PostLnNames = PostLnNames {
+    query: "attention.q_lin",
+    key: "attention.k_lin",
+    value: "attention.v_lin",
+    attention_output: "attention.out_lin",
+    attention_norm: "sa_layer_norm",
+    intermediate: "ffn.lin1",
+    output: "ffn.lin2",
+    output_norm: "output_layer_norm",
+};
+
+const HEAD: HeadNames = HeadNames {
+    dense: "vocab_transform",
+    norm: "vocab_layer_norm",
+    bias: "vocab_projector.bias",
+    decoder_bias: "vocab_projector.bias",
+    decoder_weight: "vocab_projector.weight",
+};
+
+#[derive(Module, Debug)]
+pub struct DistilBert {
+    pub word_embeddings: Embedding,
+    pub position_embeddings: Embedding,
+    pub embeddings_norm: LayerNorm,
+    pub layers: Vec<PostLnBlock>,
+}
+
+impl DistilBert {
+    pub fn load(w: &Weights, c: &DistilBertConfig, path: &Path) -> Result<(Self, MlmHead)> {
+        let e = w.pp("distilbert");
+        let h = c.dim;
+        let activation = Activation::from_hf(&c.activation, path, "activation")?;
+        let shape = PostLnShape {
+            hidden: h,
+            intermediate: c.hidden_dim,
+            heads: c.n_heads,
+            eps: LAYER_NORM_EPS,
+            activation,
+        };
+        let encoder = Self {
+            word_embeddings: e.embedding("embeddings.word_embeddings.weight", c.vocab_size, h)?,
+            position_embeddings: e.embedding(
+                "embeddings.position_embeddings.weight",
+                c.max_position_embeddings,
+                h,
+            )?,
+            embeddings_norm: e.layer_norm("embeddings.LayerNorm", h, LAYER_NORM_EPS, true)?,
+            layers: (0..c.n_layers)
+                .map(|i| {
+                    PostLnBlock::load(&e.pp(&format!("transformer.layer.{i}")), &LAYER, shape)
+                })
+                .collect::<Result<_>>()?,
+        };
+        let head = MlmHead::load(
+            w,
+            &HEAD,
+            HeadShape {
+                hidden: h,
+                embedding: h,
+                vocab: c.vocab_size,
+                eps: LAYER_NORM_EPS,
+                activation,
+                dense_bias: true,
+                norm_bias: true,
+                vocab_bias: true,
+                tied: c.tie_word_embeddings,
+            },
+        )?;
+        Ok((encoder, head))
+    }
+
+    pub fn forward(&self, ids: Tensor<2, Int>, mask: Tensor<2, Int>) -> Tensor<3> {
+        let len = ids.dims()[1];
+        let positions = self
+            .position_embeddings
+            .weight
+            .val()
+            .slice_dim(0, 0..len)
+            .unsqueeze::<3>();
+        let mut x = self
+            .embeddings_norm
+            .forward(self.word_embeddings.forward(ids) + positions);
+        let bias = padding_bias(mask);
+        for layer in &self.layers {
+            x = layer.forward(x, bias.clone());
+        }
+        x
+    }
+}

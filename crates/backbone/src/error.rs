@@ -1,0 +1,67 @@
+use std::path::PathBuf;
+
+/// Everything that can go wrong between a checkpoint on disk and a usable model. Every variant
+/// names the file it concerns, and the tensor or field where there is one.
+#[derive(Debug, thiserror::Error)]
+pub enum BackboneError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}: {message}")]
+    Config { path: PathBuf, message: String },
+    #[error(
+        "{path}: unsupported model_type `{model_type}`; supported: bert, distilbert, albert, \
+         roberta, new (GTE), modernbert (also Ettin)"
+    )]
+    UnknownModelType { path: PathBuf, model_type: String },
+    #[error("{path}: tensor `{name}` is missing")]
+    MissingTensor { path: PathBuf, name: String },
+    #[error("{path}: tensor `{name}` has shape {found:?}, expected {expected:?}")]
+    Shape {
+        path: PathBuf,
+        name: String,
+        found: Vec<usize>,
+        expected: Vec<usize>,
+    },
+    #[error("{path}: tensor `{name}` has dtype {found}, expected F32, F16, BF16 or F64")]
+    Dtype {
+        path: PathBuf,
+        name: String,
+        found: String,
+    },
+    #[error("{path}: not a readable checkpoint file: {message}")]
+    Corrupt { path: PathBuf, message: String },
+    #[error(
+        "{path}: no masked-LM head (tensor `{name}` is absent); SPLADE needs a *ForMaskedLM \
+         checkpoint, not a bare encoder such as a sentence-transformers model"
+    )]
+    NoMlmHead { path: PathBuf, name: String },
+    #[error("{path}: {message}")]
+    Tokenizer { path: PathBuf, message: String },
+    #[error("rescale factor k must be finite and > 0, got {0}")]
+    InvalidScale(f64),
+    #[error("{0}")]
+    Checkpoint(String),
+    #[error("device `{spec}`: {message}")]
+    Device { spec: String, message: String },
+}
+
+pub type Result<T, E = BackboneError> = std::result::Result<T, E>;
+
+impl BackboneError {
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Self::Io {
+            path: path.into(),
+            source,
+        }
+    }
+
+    pub(crate) fn config(path: impl Into<PathBuf>, message: impl Into<String>) -> Self {
+        Self::Config {
+            path: path.into(),
+            message: message.into(),
+        }
+    }
+}

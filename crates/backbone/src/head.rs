@@ -1,0 +1,114 @@
+//! The MLM head as one concept across families: a transform (dense, activation, LayerNorm),
+//! a decoder matrix `[vocab, dim]` (tied to the word embeddings or held by the head), and a
+//! vocabulary bias. `logits = norm(act(dense(h))) · decoderᵀ + bias`.
+
+use burn::module::Param;
+use burn::nn::{LayerNorm, Linear};
+use burn::prelude::*;
+
+use crate::error::{BackboneError, Result};
+use crate::layers::Activation;
+use crate::weights::{Init, Weights};
+
+/// The HF names of one family's head tensors, from the checkpoint root.
+pub struct HeadNames {
+    pub dense: &'static str,
+    pub norm: &'static str,
+    /// The bias most files store (`cls.predictions.bias`).
+    pub bias: &'static str,
+    /// The decoder's own bias; when a file holds it, HF's forward uses it (ALBERT v2 stores a
+    /// zero one beside a non-zero `predictions.bias`).
+    pub decoder_bias: &'static str,
+    /// Only read when the config unties the decoder.
+    pub decoder_weight: &'static str,
+}
+
+/// Sizes and switches of a head.
+#[derive(Clone, Copy, Debug)]
+pub struct HeadShape {
+    /// Width of the encoder output.
+    pub hidden: usize,
+    /// Width of the decoder input (ALBERT: the 128-dim embedding size).
+    pub embedding: usize,
+    pub vocab: usize,
+    pub eps: f64,
+    pub activation: Activation,
+    pub dense_bias: bool,
+    pub norm_bias: bool,
+    /// ModernBERT's `decoder_bias: false` has no vocabulary bias; it is then zero.
+    pub vocab_bias: bool,
+    pub tied: bool,
+}
+
+#[derive(Module, Debug)]
+pub struct MlmHead {
+    pub dense: Linear,
+    pub norm: LayerNorm,
+    /// `[vocab, dim]`, PyTorch's layout. `None`: tied, the encoder's word embeddings are used.
+    pub decoder: Option<Param<Tensor<2>>>,
+    pub bias: Param<Tensor<1>>,
+    #[module(skip)]
+    pub activation: Activation,
+}
+
+impl MlmHead {
+    pub fn load(w: &Weights, names: &HeadNames, shape: HeadShape) -> Result<Self> {
+        if !w.contains(&format!("{}.weight", names.dense)) {
+            return Err(BackboneError::NoMlmHead {
+                path: w.describe_source(""),
+                name: format!("{}.weight", names.dense),
+            });
+        }
+        let bias_name = if w.contains_stored(names.decoder_bias) {
+            tracing::debug!("vocabulary bias from `{}`", names.decoder_bias);
+            names.decoder_bias
+        } else {
+            names.bias
+        };
+        let decoder = if shape.tied {
+            None
+        } else {
+            Some(Param::from_tensor(
+                w.tensor(names.decoder_weight, [shape.vocab, shape.embedding])?,
+            ))
+        };
+        Ok(Self {
+            dense: w.linear(names.dense, shape.hidden, shape.embedding, shape.dense_bias)?,
+            norm: w.layer_norm(names.norm, shape.embedding, shape.eps, shape.norm_bias)?,
+            decoder,
+            bias: Param::from_tensor(if shape.vocab_bias {
+                w.tensor_init(bias_name, [shape.vocab], Init::Zeros)?
+            } else {
+                Tensor::zeros([shape.vocab], w.device())
+            }),
+            activation: shape.activation,
+        })
+    }
+
+    /// The transform alone: `norm(act(dense(h)))`, `[B, L, dim]`.
+    pub fn transform(&self, hidden: Tensor<3>) -> Tensor<3> {
+        self.norm
+            .forward(self.activation.forward(self.dense.forward(hidden)))
+    }
+
+    /// Logits `[B, L, vocab]`; `tied_embeddings` is the encoder's word-embedding matrix, used
+    /// when the decoder is tied.
+    pub fn forward(&self, hidden: Tensor<3>, tied_embeddings: Tensor<2>) -> Tensor<3> {
+        let decoder = self.decoder_or(tied_embeddings);
+        let [batch, len, _] = hidden.dims();
+        let transformed = self.transform(hidden);
+        let dim = transformed.dims()[2];
+        let logits = transformed
+            .reshape([batch * len, dim])
+            .matmul(decoder.transpose());
+        let vocab = logits.dims()[1];
+        (logits + self.bias.val().unsqueeze::<2>()).reshape([batch, len, vocab])
+    }
+
+    pub fn decoder_or(&self, tied_embeddings: Tensor<2>) -> Tensor<2> {
+        match &self.decoder {
+            Some(decoder) => decoder.val(),
+            None => tied_embeddings,
+        }
+    }
+}

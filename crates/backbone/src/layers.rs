@@ -1,0 +1,211 @@
+//! Building blocks shared by several architectures: activations, attention with an additive
+//! mask, rotate-half RoPE, and the post-LN transformer block of BERT, DistilBERT and ALBERT.
+
+use burn::nn::{LayerNorm, Linear};
+use burn::prelude::*;
+use burn::tensor::activation;
+
+use crate::error::{BackboneError, Result};
+use crate::weights::Weights;
+
+/// Added to the attention score of a key a query may not see. Large enough that `exp` gives 0,
+/// small enough that two of them added (padding and window) stay finite, so a row with every
+/// key masked (a padded query) is uniform rather than NaN.
+const MASKED: f32 = -1.0e9;
+
+/// The HF activation names the seven families use (`ACT2FN`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Activation {
+    /// `"gelu"`: exact erf GELU.
+    Gelu,
+    /// `"gelu_new"`, `"gelu_pytorch_tanh"`, `"gelu_fast"`: the tanh approximation.
+    GeluTanh,
+    Relu,
+    Silu,
+}
+
+impl Activation {
+    pub fn from_hf(name: &str, path: &std::path::Path, field: &str) -> Result<Self> {
+        match name {
+            "gelu" => Ok(Self::Gelu),
+            "gelu_new" | "gelu_pytorch_tanh" | "gelu_fast" => Ok(Self::GeluTanh),
+            "relu" => Ok(Self::Relu),
+            "silu" | "swish" => Ok(Self::Silu),
+            other => Err(BackboneError::config(
+                path,
+                format!(
+                    "field `{field}`: activation `{other}` is not implemented (expected gelu, \
+                     gelu_new, gelu_pytorch_tanh, relu or silu)"
+                ),
+            )),
+        }
+    }
+
+    pub fn forward<const D: usize>(self, x: Tensor<D>) -> Tensor<D> {
+        match self {
+            Self::Gelu => activation::gelu(x),
+            Self::GeluTanh => activation::gelu_approximate(x),
+            Self::Relu => activation::relu(x),
+            Self::Silu => activation::silu(x),
+        }
+    }
+}
+
+/// `[B, L, H]` → `[B, heads, L, H / heads]`.
+pub fn split_heads(x: Tensor<3>, heads: usize) -> Tensor<4> {
+    let [batch, len, hidden] = x.dims();
+    x.reshape([batch, len, heads, hidden / heads]).swap_dims(1, 2)
+}
+
+/// `[B, heads, L, d]` → `[B, L, heads · d]`.
+pub fn merge_heads(x: Tensor<4>) -> Tensor<3> {
+    let [batch, heads, len, dim] = x.dims();
+    x.swap_dims(1, 2).reshape([batch, len, heads * dim])
+}
+
+/// `softmax(q·kᵀ/√d + bias)·v` over `[B, heads, L, d]` tensors.
+pub fn attend(q: Tensor<4>, k: Tensor<4>, v: Tensor<4>, bias: Tensor<4>) -> Tensor<4> {
+    let head_dim = q.dims()[3] as f64;
+    let scores = q.matmul(k.swap_dims(2, 3)).div_scalar(head_dim.sqrt()) + bias;
+    activation::softmax(scores, 3).matmul(v)
+}
+
+/// Additive `[B, 1, 1, L]` bias that hides padded keys (`mask` is 1 for tokens, 0 for pads).
+pub fn padding_bias(mask: Tensor<2, Int>) -> Tensor<4> {
+    let [batch, len] = mask.dims();
+    (mask.float() - 1.0)
+        .mul_scalar(-MASKED)
+        .reshape([batch, 1, 1, len])
+}
+
+/// Additive `[1, 1, L, L]` bias that hides keys further than `half_window` from the query
+/// (ModernBERT's local layers: `|q − k| ≤ local_attention / 2`).
+pub fn sliding_window_bias(len: usize, half_window: usize, device: &Device) -> Tensor<4> {
+    let values: Vec<f32> = (0..len * len)
+        .map(|i| {
+            let (q, k) = (i / len, i % len);
+            if q.abs_diff(k) > half_window { MASKED } else { 0.0 }
+        })
+        .collect();
+    Tensor::<2>::from_data(TensorData::new(values, [len, len]), device).reshape([1, 1, len, len])
+}
+
+/// Rotary position embedding in the rotate-half (NeoX) convention HF uses for ModernBERT and
+/// GTE; burn's `RotaryEncoding` rotates interleaved pairs, which does not match their weights.
+pub struct Rope {
+    cos: Tensor<4>,
+    sin: Tensor<4>,
+}
+
+impl Rope {
+    /// Tables for positions `0..len`. `ntk_factor` applies GTE's static NTK scaling
+    /// (`base · factor`, then `inv_freq / factor^(2/dim)`). Computed in f32 as HF does, so
+    /// parity holds at large positions too.
+    pub fn new(len: usize, dim: usize, theta: f64, ntk_factor: Option<f64>, device: &Device) -> Self {
+        let base = (theta * ntk_factor.unwrap_or(1.0)) as f32;
+        let correction = ntk_factor.map_or(1.0, |f| (f as f32).powf(2.0 / dim as f32));
+        let inv_freq: Vec<f32> = (0..dim / 2)
+            .map(|i| 1.0 / base.powf((2 * i) as f32 / dim as f32) / correction)
+            .collect();
+        let mut cos = Vec::with_capacity(len * dim);
+        let mut sin = Vec::with_capacity(len * dim);
+        for pos in 0..len {
+            // `emb = cat(freqs, freqs)`: the same angles fill both halves of the head.
+            for f in inv_freq.iter().chain(&inv_freq) {
+                let angle = pos as f32 * f;
+                cos.push(angle.cos());
+                sin.push(angle.sin());
+            }
+        }
+        let table = |v| Tensor::<2>::from_data(TensorData::new(v, [len, dim]), device).reshape([1, 1, len, dim]);
+        Self {
+            cos: table(cos),
+            sin: table(sin),
+        }
+    }
+
+    /// Rotates `[B, heads, L, d]` queries or keys.
+    pub fn apply(&self, x: Tensor<4>) -> Tensor<4> {
+        let dim = x.dims()[3];
+        let first = x.clone().slice_dim(3, 0..dim / 2);
+        let second = x.clone().slice_dim(3, dim / 2..dim);
+        let rotated = Tensor::cat(vec![second.neg(), first], 3);
+        x * self.cos.clone() + rotated * self.sin.clone()
+    }
+}
+
+/// The HF names of one post-LN block's tensors, relative to the layer's prefix.
+pub struct PostLnNames {
+    pub query: &'static str,
+    pub key: &'static str,
+    pub value: &'static str,
+    pub attention_output: &'static str,
+    pub attention_norm: &'static str,
+    pub intermediate: &'static str,
+    pub output: &'static str,
+    pub output_norm: &'static str,
+}
+
+/// Sizes of a post-LN block.
+#[derive(Clone, Copy, Debug)]
+pub struct PostLnShape {
+    pub hidden: usize,
+    pub intermediate: usize,
+    pub heads: usize,
+    pub eps: f64,
+    pub activation: Activation,
+}
+
+/// BERT's encoder layer: `a = LN(x + O·Attn(x))`, `x = LN(a + W2·act(W1·a))`.
+#[derive(Module, Debug)]
+pub struct PostLnBlock {
+    pub query: Linear,
+    pub key: Linear,
+    pub value: Linear,
+    pub attention_output: Linear,
+    pub attention_norm: LayerNorm,
+    pub intermediate: Linear,
+    pub output: Linear,
+    pub output_norm: LayerNorm,
+    #[module(skip)]
+    pub heads: usize,
+    #[module(skip)]
+    pub activation: Activation,
+}
+
+impl PostLnBlock {
+    pub fn load(w: &Weights, names: &PostLnNames, shape: PostLnShape) -> Result<Self> {
+        let PostLnShape {
+            hidden: h,
+            intermediate: i,
+            eps,
+            ..
+        } = shape;
+        Ok(Self {
+            query: w.linear(names.query, h, h, true)?,
+            key: w.linear(names.key, h, h, true)?,
+            value: w.linear(names.value, h, h, true)?,
+            attention_output: w.linear(names.attention_output, h, h, true)?,
+            attention_norm: w.layer_norm(names.attention_norm, h, eps, true)?,
+            intermediate: w.linear(names.intermediate, h, i, true)?,
+            output: w.linear(names.output, i, h, true)?,
+            output_norm: w.layer_norm(names.output_norm, h, eps, true)?,
+            heads: shape.heads,
+            activation: shape.activation,
+        })
+    }
+
+    pub fn forward(&self, x: Tensor<3>, bias: Tensor<4>) -> Tensor<3> {
+        let q = split_heads(self.query.forward(x.clone()), self.heads);
+        let k = split_heads(self.key.forward(x.clone()), self.heads);
+        let v = split_heads(self.value.forward(x.clone()), self.heads);
+        let context = merge_heads(attend(q, k, v, bias));
+        let a = self
+            .attention_norm
+            .forward(x + self.attention_output.forward(context));
+        let ffn = self
+            .output
+            .forward(self.activation.forward(self.intermediate.forward(a.clone())));
+        self.output_norm.forward(a + ffn)
+    }
+}

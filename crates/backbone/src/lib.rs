@@ -1,0 +1,34 @@
+//! Hugging Face masked-LM checkpoints as burn models. This crate turns a checkpoint directory
+//! (or a hub id resolved through the HF cache) — `config.json`, safetensors or
+//! `pytorch_model.bin` weights, `tokenizer.json` — into a [`MaskedLm`] whose logits match
+//! transformers, for BERT, DistilBERT, ALBERT, RoBERTa, GTE ("new"), ModernBERT and Ettin. It
+//! owns the MLM head as one concept across families (transform, decoder tied or not,
+//! vocabulary bias), the paper's `rescale_mlm_head(k)`, the head statistics used to choose k,
+//! tokenisation, and the choice of burn device. It knows nothing of SPLADE.
+
+pub mod albert;
+pub mod bert;
+pub mod checkpoint;
+pub mod config;
+pub mod device;
+pub mod distilbert;
+pub mod error;
+pub mod gte;
+pub mod head;
+pub mod layers;
+pub mod model;
+pub mod modernbert;
+pub mod reference;
+pub mod stats;
+pub mod tokenizer;
+pub mod weights;
+
+pub use checkpoint::{Checkpoint, HubSettings};
+pub use config::{ArchConfig, ModelConfig};
+pub use device::{compiled_backends, parse_device};
+pub use error::{BackboneError, Result};
+pub use head::MlmHead;
+pub use model::{Backbone, Encoder, MaskedLm, RescaleMode};
+pub use stats::HeadStats;
+pub use tokenizer::{TextTokenizer, TokenBatch};
+pub use weights::Weights;

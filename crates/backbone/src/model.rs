@@ -1,0 +1,172 @@
+//! A masked-LM backbone of any supported family: encoder + MLM head, with the paper's
+//! rescaling of the decoder projection.
+
+use burn::module::Param;
+use burn::nn::Embedding;
+use burn::prelude::*;
+
+use crate::albert::Albert;
+use crate::bert::Bert;
+use crate::checkpoint::Checkpoint;
+use crate::config::{ArchConfig, ModelConfig};
+use crate::distilbert::DistilBert;
+use crate::error::{BackboneError, Result};
+use crate::gte::Gte;
+use crate::head::MlmHead;
+use crate::modernbert::ModernBert;
+use crate::tokenizer::TextTokenizer;
+use crate::weights::Weights;
+
+#[derive(Module, Debug)]
+pub enum Encoder {
+    Bert(Bert),
+    DistilBert(DistilBert),
+    Albert(Albert),
+    Gte(Gte),
+    ModernBert(ModernBert),
+}
+
+impl Encoder {
+    /// Final hidden states `[B, L, hidden]`.
+    pub fn forward(&self, ids: Tensor<2, Int>, mask: Tensor<2, Int>) -> Tensor<3> {
+        match self {
+            Self::Bert(m) => m.forward(ids, mask),
+            Self::DistilBert(m) => m.forward(ids, mask),
+            Self::Albert(m) => m.forward(ids, mask),
+            Self::Gte(m) => m.forward(ids, mask),
+            Self::ModernBert(m) => m.forward(ids, mask),
+        }
+    }
+
+    pub fn word_embeddings(&self) -> &Embedding {
+        match self {
+            Self::Bert(m) => &m.word_embeddings,
+            Self::DistilBert(m) => &m.word_embeddings,
+            Self::Albert(m) => &m.word_embeddings,
+            Self::Gte(m) => &m.word_embeddings,
+            Self::ModernBert(m) => &m.tok_embeddings,
+        }
+    }
+
+    fn word_embeddings_mut(&mut self) -> &mut Embedding {
+        match self {
+            Self::Bert(m) => &mut m.word_embeddings,
+            Self::DistilBert(m) => &mut m.word_embeddings,
+            Self::Albert(m) => &mut m.word_embeddings,
+            Self::Gte(m) => &mut m.word_embeddings,
+            Self::ModernBert(m) => &mut m.tok_embeddings,
+        }
+    }
+}
+
+/// How `rescale_mlm_head` treats a decoder tied to the word embeddings.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RescaleMode {
+    /// Divide the shared matrix, keeping the tie (the paper's reading): the input embeddings
+    /// are divided too.
+    #[default]
+    Shared,
+    /// Give the head its own copy of the matrix and divide only that (an ablation).
+    Untie,
+}
+
+#[derive(Module, Debug)]
+pub struct MaskedLm {
+    pub encoder: Encoder,
+    pub head: MlmHead,
+}
+
+impl MaskedLm {
+    pub fn load(config: &ModelConfig, weights: &Weights) -> Result<Self> {
+        let path = config.path.as_path();
+        let (encoder, head) = match &config.arch {
+            ArchConfig::Bert(c) => map(Bert::load(weights, c, false, path), Encoder::Bert)?,
+            ArchConfig::Roberta(c) => map(Bert::load(weights, c, true, path), Encoder::Bert)?,
+            ArchConfig::DistilBert(c) => {
+                map(DistilBert::load(weights, c, path), Encoder::DistilBert)?
+            }
+            ArchConfig::Albert(c) => map(Albert::load(weights, c, path), Encoder::Albert)?,
+            ArchConfig::Gte(c) => map(Gte::load(weights, c, path), Encoder::Gte)?,
+            ArchConfig::ModernBert(c) => {
+                map(ModernBert::load(weights, c, path), Encoder::ModernBert)?
+            }
+        };
+        Ok(Self { encoder, head })
+    }
+
+    /// MLM logits `[B, L, vocab]` for right-padded ids and their attention mask.
+    pub fn forward(&self, ids: Tensor<2, Int>, mask: Tensor<2, Int>) -> Tensor<3> {
+        let hidden = self.encoder.forward(ids, mask);
+        self.head.forward(hidden, self.tied_embeddings())
+    }
+
+    fn tied_embeddings(&self) -> Tensor<2> {
+        self.encoder.word_embeddings().weight.val()
+    }
+
+    /// The decoder projection `[vocab, dim]` the logits are computed with.
+    pub fn decoder_matrix(&self) -> Tensor<2> {
+        self.head.decoder_or(self.tied_embeddings())
+    }
+
+    pub fn is_tied(&self) -> bool {
+        self.head.decoder.is_none()
+    }
+
+    /// Divides the decoder projection by `k` (the vocabulary bias and the transform are left
+    /// alone). A tied decoder is divided in place, on the shared matrix, unless `mode` unties.
+    pub fn rescale_mlm_head(mut self, k: f64, mode: RescaleMode) -> Result<Self> {
+        if !k.is_finite() || k <= 0.0 {
+            return Err(BackboneError::InvalidScale(k));
+        }
+        match (self.head.decoder.take(), mode) {
+            (Some(decoder), _) => self.head.decoder = Some(decoder.map(|w| w.div_scalar(k))),
+            (None, RescaleMode::Shared) => {
+                let embeddings = self.encoder.word_embeddings_mut();
+                embeddings.weight = embeddings.weight.clone().map(|w| w.div_scalar(k));
+            }
+            (None, RescaleMode::Untie) => {
+                let copy = self.tied_embeddings().div_scalar(k);
+                self.head.decoder = Some(Param::from_tensor(copy));
+            }
+        }
+        Ok(self)
+    }
+}
+
+fn map<E>(loaded: Result<(E, MlmHead)>, wrap: fn(E) -> Encoder) -> Result<(Encoder, MlmHead)> {
+    loaded.map(|(encoder, head)| (wrap(encoder), head))
+}
+
+/// A checkpoint loaded for use: its files, config, model and tokenizer.
+pub struct Backbone {
+    pub checkpoint: Checkpoint,
+    pub config: ModelConfig,
+    pub model: MaskedLm,
+    pub tokenizer: TextTokenizer,
+}
+
+impl Backbone {
+    /// Resolves `spec` (directory or HF id), reads config, weights and tokenizer onto `device`.
+    /// Texts are truncated to `max_length` tokens (capped by the model's positions).
+    pub fn load(spec: &str, device: &Device, max_length: usize) -> Result<Self> {
+        let checkpoint = Checkpoint::resolve(spec)?;
+        let config = ModelConfig::read(&checkpoint.config)?;
+        // The tokenizer first: a vocabulary that does not fit the embeddings says more about a
+        // mismatched checkpoint than the weight errors that would follow.
+        let tokenizer = TextTokenizer::from_file(
+            &checkpoint.tokenizer,
+            config.pad_token_id(),
+            config.vocab_size(),
+            max_length.min(config.max_positions()),
+        )?;
+        let weights = Weights::open(&checkpoint.weights, device)?;
+        let model = MaskedLm::load(&config, &weights)?;
+        Ok(Self {
+            checkpoint,
+            config,
+            model,
+            tokenizer,
+        })
+    }
+}

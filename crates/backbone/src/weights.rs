@@ -1,0 +1,359 @@
+use std::collections::HashMap;
+use std::fs::File;
+use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use burn::module::Param;
+use burn::nn::{Embedding, EmbeddingConfig, LayerNorm, LayerNormConfig, Linear, LinearConfig};
+use burn::prelude::*;
+use memmap2::Mmap;
+use rand::SeedableRng;
+use rand_distr::Distribution;
+use safetensors::{Dtype, SafeTensors};
+
+use crate::error::{BackboneError, Result};
+
+/// Named tensors of a checkpoint, read on demand and placed on a device as f32.
+///
+/// The architecture files ask for tensors by their Hugging Face names (`weights.pp("bert")
+/// .linear("encoder.layer.0.attention.self.query", ..)`), so the names sit next to the fields they
+/// fill. Three sources: safetensors files (one or sharded, memory-mapped), a PyTorch
+/// `pytorch_model.bin`, or seeded random values for synthetic models of a given shape.
+#[derive(Clone)]
+pub struct Weights {
+    store: Arc<Store>,
+    prefix: String,
+    device: Device,
+}
+
+enum Store {
+    Files(HashMap<String, StoredTensor>),
+    Random { seed: u64, std: f32 },
+}
+
+struct StoredTensor {
+    file: Arc<PathBuf>,
+    shape: Vec<usize>,
+    bytes: TensorBytes,
+}
+
+enum TensorBytes {
+    Safetensors {
+        map: Arc<Mmap>,
+        range: std::ops::Range<usize>,
+        dtype: Dtype,
+    },
+    Pytorch(pytorch_reader::Tensor),
+}
+
+/// What a random store fills a tensor with. Files ignore it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Init {
+    Normal,
+    Ones,
+    Zeros,
+}
+
+impl Weights {
+    /// Opens `model.safetensors`, a sharded `model.safetensors.index.json`, or
+    /// `pytorch_model.bin`, whichever the path names.
+    pub fn open(path: &Path, device: &Device) -> Result<Self> {
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        let tensors = if name.ends_with(".index.json") {
+            read_sharded_index(path)?
+        } else if name.ends_with(".safetensors") {
+            read_safetensors(path)?
+        } else {
+            read_pytorch(path)?
+        };
+        Ok(Self {
+            store: Arc::new(Store::Files(tensors)),
+            prefix: String::new(),
+            device: device.clone(),
+        })
+    }
+
+    /// Random values for every tensor asked for: normal with standard deviation `std` (seeded
+    /// by the tensor's name), or ones/zeros where the caller says so (LayerNorm scales and
+    /// shifts). Used for synthetic models of a real shape (benchmarks, miniatures).
+    pub fn random(seed: u64, std: f32, device: &Device) -> Self {
+        Self {
+            store: Arc::new(Store::Random { seed, std }),
+            prefix: String::new(),
+            device: device.clone(),
+        }
+    }
+
+    /// The same weights, with `prefix.` put before every name asked for.
+    pub fn pp(&self, prefix: &str) -> Self {
+        Self {
+            store: self.store.clone(),
+            prefix: self.full_name(prefix),
+            device: self.device.clone(),
+        }
+    }
+
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    fn full_name(&self, name: &str) -> String {
+        if self.prefix.is_empty() {
+            name.to_string()
+        } else {
+            format!("{}.{name}", self.prefix)
+        }
+    }
+
+    /// Whether the tensor exists (a random store has every tensor).
+    pub fn contains(&self, name: &str) -> bool {
+        match &*self.store {
+            Store::Files(tensors) => tensors.contains_key(&self.full_name(name)),
+            Store::Random { .. } => true,
+        }
+    }
+
+    /// Whether the tensor exists in a file (a random store has no optional tensors).
+    pub fn contains_stored(&self, name: &str) -> bool {
+        matches!(&*self.store, Store::Files(t) if t.contains_key(&self.full_name(name)))
+    }
+
+    /// The file that holds the tensor, or the first file of the checkpoint, for messages.
+    pub fn describe_source(&self, name: &str) -> PathBuf {
+        match &*self.store {
+            Store::Files(tensors) => tensors
+                .get(&self.full_name(name))
+                .or_else(|| tensors.values().next())
+                .map(|t| t.file.as_ref().clone())
+                .unwrap_or_default(),
+            Store::Random { .. } => PathBuf::from("<random weights>"),
+        }
+    }
+
+    /// Reads a tensor of exactly `shape`, converting F16/BF16/F64 to f32.
+    pub fn tensor<const D: usize>(&self, name: &str, shape: [usize; D]) -> Result<Tensor<D>> {
+        self.tensor_init(name, shape, Init::Normal)
+    }
+
+    pub fn tensor_init<const D: usize>(
+        &self,
+        name: &str,
+        shape: [usize; D],
+        init: Init,
+    ) -> Result<Tensor<D>> {
+        let full = self.full_name(name);
+        let values = match &*self.store {
+            Store::Files(tensors) => {
+                let stored = tensors.get(&full).ok_or_else(|| BackboneError::MissingTensor {
+                    path: self.describe_source(name),
+                    name: full.clone(),
+                })?;
+                if stored.shape != shape {
+                    return Err(BackboneError::Shape {
+                        path: stored.file.as_ref().clone(),
+                        name: full,
+                        found: stored.shape.clone(),
+                        expected: shape.to_vec(),
+                    });
+                }
+                stored.read_f32(&full)?
+            }
+            Store::Random { seed, std } => random_values(*seed, *std, &full, &shape, init),
+        };
+        Ok(Tensor::from_data(TensorData::new(values, shape), &self.device))
+    }
+
+    /// A PyTorch `nn.Linear` (`{prefix}.weight` as `[out, in]`, optional `{prefix}.bias`) as a
+    /// burn `Linear` (weight stored `[in, out]`).
+    pub fn linear(&self, prefix: &str, d_in: usize, d_out: usize, bias: bool) -> Result<Linear> {
+        let w = self.pp(prefix);
+        let mut linear = LinearConfig::new(d_in, d_out)
+            .with_bias(false)
+            .init(&self.device);
+        linear.weight = Param::from_tensor(w.tensor("weight", [d_out, d_in])?.transpose());
+        if bias {
+            linear.bias = Some(Param::from_tensor(w.tensor_init("bias", [d_out], Init::Zeros)?));
+        }
+        Ok(linear)
+    }
+
+    /// A LayerNorm stored as `weight`/`bias` or under the TF-era names `gamma`/`beta` (as the
+    /// real `bert-base-uncased` file has them).
+    pub fn layer_norm(&self, prefix: &str, dim: usize, eps: f64, bias: bool) -> Result<LayerNorm> {
+        let w = self.pp(prefix);
+        let pick = |modern: &'static str, legacy: &'static str| {
+            if !w.contains(modern) && w.contains(legacy) {
+                legacy
+            } else {
+                modern
+            }
+        };
+        let mut norm = LayerNormConfig::new(dim)
+            .with_epsilon(eps)
+            .with_bias(bias)
+            .init(&self.device);
+        norm.gamma = Param::from_tensor(w.tensor_init(pick("weight", "gamma"), [dim], Init::Ones)?);
+        if bias {
+            norm.beta = Some(Param::from_tensor(w.tensor_init(
+                pick("bias", "beta"),
+                [dim],
+                Init::Zeros,
+            )?));
+        }
+        Ok(norm)
+    }
+
+    pub fn embedding(&self, name: &str, rows: usize, dim: usize) -> Result<Embedding> {
+        let mut embedding = EmbeddingConfig::new(rows, dim).init(&self.device);
+        embedding.weight = Param::from_tensor(self.tensor(name, [rows, dim])?);
+        Ok(embedding)
+    }
+}
+
+fn random_values(seed: u64, std: f32, name: &str, shape: &[usize], init: Init) -> Vec<f32> {
+    let n = shape.iter().product();
+    match init {
+        Init::Ones => vec![1.0; n],
+        Init::Zeros => vec![0.0; n],
+        Init::Normal => {
+            let mut hasher = std::collections::hash_map::DefaultHasher::new();
+            (seed, name).hash(&mut hasher);
+            let mut rng = rand::rngs::StdRng::seed_from_u64(hasher.finish());
+            let normal = rand_distr::Normal::new(0.0f32, std).expect("finite std");
+            (0..n).map(|_| normal.sample(&mut rng)).collect()
+        }
+    }
+}
+
+impl StoredTensor {
+    fn read_f32(&self, name: &str) -> Result<Vec<f32>> {
+        let dtype_error = |found: String| BackboneError::Dtype {
+            path: self.file.as_ref().clone(),
+            name: name.to_string(),
+            found,
+        };
+        match &self.bytes {
+            TensorBytes::Safetensors { map, range, dtype } => {
+                let bytes = &map[range.clone()];
+                match dtype {
+                    Dtype::F32 => Ok(decode(bytes, |b| f32::from_le_bytes(b))),
+                    Dtype::F16 => Ok(decode(bytes, |b| half::f16::from_le_bytes(b).to_f32())),
+                    Dtype::BF16 => Ok(decode(bytes, |b| half::bf16::from_le_bytes(b).to_f32())),
+                    Dtype::F64 => Ok(decode(bytes, |b| f64::from_le_bytes(b) as f32)),
+                    other => Err(dtype_error(format!("{other:?}"))),
+                }
+            }
+            TensorBytes::Pytorch(tensor) => {
+                use pytorch_reader::DType as P;
+                let dtype = tensor.dtype();
+                if !matches!(dtype, P::F32 | P::F16 | P::BF16 | P::F64) {
+                    return Err(dtype_error(format!("{dtype:?}")));
+                }
+                let bytes = tensor.read().map_err(|e| BackboneError::Corrupt {
+                    path: self.file.as_ref().clone(),
+                    message: e.to_string(),
+                })?;
+                Ok(match dtype {
+                    P::F32 => decode(&bytes, f32::from_ne_bytes),
+                    P::F16 => decode(&bytes, |b| half::f16::from_ne_bytes(b).to_f32()),
+                    P::BF16 => decode(&bytes, |b| half::bf16::from_ne_bytes(b).to_f32()),
+                    _ => decode(&bytes, |b| f64::from_ne_bytes(b) as f32),
+                })
+            }
+        }
+    }
+}
+
+fn decode<const N: usize>(bytes: &[u8], convert: impl Fn([u8; N]) -> f32) -> Vec<f32> {
+    bytes
+        .chunks_exact(N)
+        .map(|chunk| convert(chunk.try_into().expect("exact chunk")))
+        .collect()
+}
+
+fn read_safetensors(path: &Path) -> Result<HashMap<String, StoredTensor>> {
+    let file = File::open(path).map_err(|e| BackboneError::io(path, e))?;
+    // SAFETY: checkpoints are read-only inputs; a file changed under us while mapped is the
+    // same hazard every safetensors reader (including the Python one) accepts.
+    let map = Arc::new(unsafe { Mmap::map(&file) }.map_err(|e| BackboneError::io(path, e))?);
+    let corrupt = |message: String| BackboneError::Corrupt {
+        path: path.to_path_buf(),
+        message,
+    };
+    // `deserialize` checks that the header is valid and that the data section matches it,
+    // which catches truncated files.
+    SafeTensors::deserialize(&map).map_err(|e| corrupt(e.to_string()))?;
+    let (header_len, metadata) =
+        SafeTensors::read_metadata(&map).map_err(|e| corrupt(e.to_string()))?;
+    let data_start = 8 + header_len;
+    let file_name = Arc::new(path.to_path_buf());
+    Ok(metadata
+        .tensors()
+        .into_iter()
+        .map(|(name, info)| {
+            let (start, end) = info.data_offsets;
+            let stored = StoredTensor {
+                file: file_name.clone(),
+                shape: info.shape.clone(),
+                bytes: TensorBytes::Safetensors {
+                    map: map.clone(),
+                    range: data_start + start..data_start + end,
+                    dtype: info.dtype,
+                },
+            };
+            (name, stored)
+        })
+        .collect())
+}
+
+fn read_sharded_index(path: &Path) -> Result<HashMap<String, StoredTensor>> {
+    #[derive(serde::Deserialize)]
+    struct Index {
+        weight_map: HashMap<String, String>,
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| BackboneError::io(path, e))?;
+    let index: Index = serde_json::from_str(&text)
+        .map_err(|e| BackboneError::config(path, format!("invalid shard index: {e}")))?;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut shards: Vec<&String> = index.weight_map.values().collect();
+    shards.sort();
+    shards.dedup();
+    let mut tensors = HashMap::new();
+    for shard in shards {
+        let mut shard_tensors = read_safetensors(&dir.join(shard))?;
+        for (name, file) in &index.weight_map {
+            if file == shard {
+                let stored =
+                    shard_tensors
+                        .remove(name)
+                        .ok_or_else(|| BackboneError::MissingTensor {
+                            path: dir.join(shard),
+                            name: format!("{name} (listed in {})", path.display()),
+                        })?;
+                tensors.insert(name.clone(), stored);
+            }
+        }
+    }
+    Ok(tensors)
+}
+
+fn read_pytorch(path: &Path) -> Result<HashMap<String, StoredTensor>> {
+    let reader = pytorch_reader::PytorchReader::new(path).map_err(|e| BackboneError::Corrupt {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    })?;
+    let file = Arc::new(path.to_path_buf());
+    Ok(reader
+        .into_tensors()
+        .into_iter()
+        .map(|(name, tensor)| {
+            let stored = StoredTensor {
+                file: file.clone(),
+                shape: tensor.shape().to_vec(),
+                bytes: TensorBytes::Pytorch(tensor),
+            };
+            (name, stored)
+        })
+        .collect())
+}

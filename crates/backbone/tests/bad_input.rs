@@ -1,0 +1,200 @@
+//! Broken checkpoints give errors that name the file and the field or tensor, never a panic.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use burn::prelude::*;
+use lsr_backbone::reference::fixtures_dir;
+use lsr_backbone::{Backbone, BackboneError, Checkpoint, HubSettings, RescaleMode};
+use safetensors::{Dtype, SafeTensors};
+
+/// A writable copy of a fixture checkpoint.
+fn copy_fixture(name: &str) -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join(name);
+    std::fs::create_dir(&dir).unwrap();
+    for entry in std::fs::read_dir(fixtures_dir().join(name)).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), dir.join(entry.file_name())).unwrap();
+    }
+    (tmp, dir)
+}
+
+fn load(dir: &Path) -> Result<Backbone, BackboneError> {
+    Backbone::load(dir.to_str().unwrap(), &Device::flex(), 32)
+}
+
+fn error_of(dir: &Path) -> String {
+    match load(dir) {
+        Ok(_) => panic!("{} loaded although it is broken", dir.display()),
+        Err(e) => e.to_string(),
+    }
+}
+
+fn edit_config(dir: &Path, edit: impl FnOnce(&mut serde_json::Map<String, serde_json::Value>)) {
+    let path = dir.join("config.json");
+    let mut config: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    edit(config.as_object_mut().unwrap());
+    std::fs::write(&path, serde_json::to_string_pretty(&config).unwrap()).unwrap();
+}
+
+type RawTensors = BTreeMap<String, (Dtype, Vec<usize>, Vec<u8>)>;
+
+fn edit_weights(dir: &Path, edit: impl FnOnce(&mut RawTensors)) {
+    let path = dir.join("model.safetensors");
+    let bytes = std::fs::read(&path).unwrap();
+    let file = SafeTensors::deserialize(&bytes).unwrap();
+    let mut tensors: RawTensors = file
+        .iter()
+        .map(|(name, view)| {
+            (name.to_string(), (view.dtype(), view.shape().to_vec(), view.data().to_vec()))
+        })
+        .collect();
+    edit(&mut tensors);
+    let views: Vec<(String, safetensors::tensor::TensorView)> = tensors
+        .iter()
+        .map(|(name, (dtype, shape, data))| {
+            let view = safetensors::tensor::TensorView::new(*dtype, shape.clone(), data).unwrap();
+            (name.clone(), view)
+        })
+        .collect();
+    safetensors::serialize_to_file(views, None, &path).unwrap();
+}
+
+const TENSOR: &str = "bert.encoder.layer.1.output.dense.weight";
+
+#[test]
+fn missing_config_field_names_file_and_field() {
+    let (_tmp, dir) = copy_fixture("bert");
+    edit_config(&dir, |c| {
+        c.remove("hidden_size");
+    });
+    let error = error_of(&dir);
+    assert!(error.contains("config.json") && error.contains("hidden_size"), "{error}");
+}
+
+#[test]
+fn non_numeric_config_field_names_the_field() {
+    let (_tmp, dir) = copy_fixture("bert");
+    edit_config(&dir, |c| {
+        c.insert("num_attention_heads".into(), "four".into());
+    });
+    let error = error_of(&dir);
+    assert!(error.contains("config.json") && error.contains("num_attention_heads"), "{error}");
+}
+
+#[test]
+fn unknown_model_type_is_refused() {
+    let (_tmp, dir) = copy_fixture("bert");
+    edit_config(&dir, |c| {
+        c.insert("model_type".into(), "gpt2".into());
+    });
+    let error = error_of(&dir);
+    assert!(error.contains("config.json") && error.contains("`gpt2`"), "{error}");
+}
+
+#[test]
+fn missing_tensor_is_named() {
+    let (_tmp, dir) = copy_fixture("bert");
+    edit_weights(&dir, |t| {
+        t.remove(TENSOR);
+    });
+    let error = error_of(&dir);
+    assert!(error.contains("model.safetensors") && error.contains(TENSOR), "{error}");
+    assert!(error.contains("missing"), "{error}");
+}
+
+#[test]
+fn wrong_shape_is_named_with_both_shapes() {
+    let (_tmp, dir) = copy_fixture("bert");
+    edit_weights(&dir, |t| {
+        let entry = t.get_mut(TENSOR).unwrap();
+        entry.1 = vec![entry.1[1], entry.1[0]];
+    });
+    let error = error_of(&dir);
+    assert!(error.contains(TENSOR) && error.contains("[64, 32]") && error.contains("[32, 64]"), "{error}");
+}
+
+#[test]
+fn wrong_dtype_is_named() {
+    let (_tmp, dir) = copy_fixture("bert");
+    edit_weights(&dir, |t| {
+        t.get_mut(TENSOR).unwrap().0 = Dtype::I32;
+    });
+    let error = error_of(&dir);
+    assert!(error.contains(TENSOR) && error.contains("I32"), "{error}");
+}
+
+#[test]
+fn truncated_safetensors_is_reported() {
+    let (_tmp, dir) = copy_fixture("bert");
+    let path = dir.join("model.safetensors");
+    let bytes = std::fs::read(&path).unwrap();
+    std::fs::write(&path, &bytes[..bytes.len() - 100]).unwrap();
+    let error = error_of(&dir);
+    assert!(error.contains("model.safetensors") && error.contains("not a readable"), "{error}");
+}
+
+#[test]
+fn garbage_safetensors_is_reported() {
+    let (_tmp, dir) = copy_fixture("bert");
+    std::fs::write(dir.join("model.safetensors"), b"\xff\xff\xff\xff\xff\xff\xff\x7fnot json").unwrap();
+    let error = error_of(&dir);
+    assert!(error.contains("model.safetensors") && error.contains("not a readable"), "{error}");
+}
+
+#[test]
+fn tokenizer_larger_than_embeddings_is_refused() {
+    let (_tmp, dir) = copy_fixture("bert");
+    std::fs::copy(fixtures_dir().join("roberta/tokenizer.json"), dir.join("tokenizer.json")).unwrap();
+    let error = error_of(&dir);
+    assert!(error.contains("tokenizer.json") && error.contains("exceeds"), "{error}");
+}
+
+#[test]
+fn bare_encoder_without_mlm_head_is_refused() {
+    let error = error_of(&fixtures_dir().join("bert-no-head"));
+    assert!(error.contains("no masked-LM head") && error.contains("cls.predictions"), "{error}");
+}
+
+#[test]
+fn rescale_rejects_non_positive_and_non_finite_k() {
+    for k in [0.0, -2.0, f64::NAN, f64::INFINITY] {
+        let backbone = load(&fixtures_dir().join("bert")).unwrap();
+        let error = backbone.model.rescale_mlm_head(k, RescaleMode::Shared).unwrap_err();
+        assert!(matches!(error, BackboneError::InvalidScale(_)), "k = {k}: {error}");
+    }
+}
+
+#[test]
+fn offline_hub_id_not_in_cache_says_what_to_download() {
+    let cache = tempfile::tempdir().unwrap();
+    let hub = HubSettings {
+        cache_dir: cache.path().to_path_buf(),
+        offline: true,
+    };
+    let error = Checkpoint::resolve_with("answerdotai/ModernBERT-base", &hub).unwrap_err().to_string();
+    assert!(error.contains("HF_HUB_OFFLINE"), "{error}");
+    assert!(error.contains("models--answerdotai--ModernBERT-base"), "{error}");
+    assert!(error.contains(cache.path().to_str().unwrap()), "{error}");
+}
+
+#[test]
+fn hub_id_resolves_from_the_standard_cache_layout_offline() {
+    let cache = tempfile::tempdir().unwrap();
+    let repo = cache.path().join("models--tiny--bert");
+    let snapshot = repo.join("snapshots").join("0123abcd");
+    std::fs::create_dir_all(&snapshot).unwrap();
+    std::fs::create_dir_all(repo.join("refs")).unwrap();
+    std::fs::write(repo.join("refs").join("main"), "0123abcd").unwrap();
+    for file in ["config.json", "model.safetensors", "tokenizer.json"] {
+        std::fs::copy(fixtures_dir().join("bert").join(file), snapshot.join(file)).unwrap();
+    }
+    let hub = HubSettings {
+        cache_dir: cache.path().to_path_buf(),
+        offline: true,
+    };
+    let checkpoint = Checkpoint::resolve_with("tiny/bert", &hub).unwrap();
+    assert_eq!(checkpoint.weights, snapshot.join("model.safetensors"));
+}

@@ -1,0 +1,115 @@
+//! Benchmarks on synthetic models of real shapes. Speed and memory live here, never in tests.
+//! `scripts/bench/` holds the same workloads in PyTorch for comparison.
+
+use std::path::Path;
+use std::time::Instant;
+
+use anyhow::Result;
+use burn::prelude::*;
+use clap::{Args, Subcommand};
+use lsr_backbone::{MaskedLm, ModelConfig, Weights, parse_device};
+use lsr_splade::splade_pool;
+use serde::Serialize;
+
+/// `bert-base-uncased`'s config.json (the architecture; weights are random).
+const BERT_BASE: &str = r#"{
+  "model_type": "bert", "vocab_size": 30522, "hidden_size": 768, "num_hidden_layers": 12,
+  "num_attention_heads": 12, "intermediate_size": 3072, "hidden_act": "gelu",
+  "max_position_embeddings": 512, "type_vocab_size": 2, "layer_norm_eps": 1e-12,
+  "pad_token_id": 0
+}"#;
+
+#[derive(Subcommand)]
+pub enum BenchCommand {
+    /// SPLADE encoding (MLM logits + max pooling) with a random BERT-base-shaped model.
+    Encode(EncodeBench),
+}
+
+#[derive(Args)]
+pub struct EncodeBench {
+    #[arg(long, default_value_t = 32)]
+    batch: usize,
+    #[arg(long, default_value_t = 128)]
+    seq_len: usize,
+    /// Timed batches, after one warm-up batch (kernel compilation, autotune, caches).
+    #[arg(long, default_value_t = 5)]
+    iterations: usize,
+    /// flex, wgpu[:N] or cuda[:N]; default: the best backend compiled in.
+    #[arg(long)]
+    device: Option<String>,
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Serialize)]
+struct EncodeReport {
+    device: String,
+    batch: usize,
+    seq_len: usize,
+    iterations: usize,
+    seconds_per_batch: f64,
+    sequences_per_second: f64,
+    peak_rss_mib: Option<f64>,
+}
+
+pub fn run(command: BenchCommand) -> Result<()> {
+    match command {
+        BenchCommand::Encode(args) => encode(args),
+    }
+}
+
+fn encode(args: EncodeBench) -> Result<()> {
+    let device = parse_device(args.device.as_deref())?;
+    let config = ModelConfig::parse(Path::new("<bert-base-uncased shape>"), BERT_BASE)?;
+    let model = MaskedLm::load(&config, &Weights::random(0, 0.02, &device))?;
+    let ids: Vec<i64> = (0..args.batch * args.seq_len)
+        .map(|i| 1000 + ((i * 7919) % 29_000) as i64)
+        .collect();
+    let shape = [args.batch, args.seq_len];
+    let ids = Tensor::<2, Int>::from_data(TensorData::new(ids, shape), &device);
+    let mask = Tensor::<2, Int>::ones(shape, &device);
+    let step = || {
+        let vectors = splade_pool(model.forward(ids.clone(), mask.clone()), mask.clone());
+        // Reading the result back waits for the device to finish.
+        vectors.into_data();
+    };
+    step();
+    let start = Instant::now();
+    for _ in 0..args.iterations {
+        step();
+    }
+    let seconds = start.elapsed().as_secs_f64() / args.iterations.max(1) as f64;
+    let report = EncodeReport {
+        device: format!("{device:?}"),
+        batch: args.batch,
+        seq_len: args.seq_len,
+        iterations: args.iterations,
+        seconds_per_batch: seconds,
+        sequences_per_second: args.batch as f64 / seconds,
+        peak_rss_mib: peak_rss_mib(),
+    };
+    if args.json {
+        println!("{}", serde_json::to_string(&report)?);
+    } else {
+        println!(
+            "encode {}x{} on {}: {:.3} s/batch, {:.1} sequences/s, peak RSS {}",
+            report.batch,
+            report.seq_len,
+            report.device,
+            report.seconds_per_batch,
+            report.sequences_per_second,
+            report
+                .peak_rss_mib
+                .map_or("unknown".into(), |m| format!("{m:.0} MiB"))
+        );
+    }
+    Ok(())
+}
+
+/// Peak resident memory of this process (Linux `VmHWM`).
+fn peak_rss_mib() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024.0)
+}

@@ -1,0 +1,111 @@
+use std::io::{BufRead, Write};
+use std::path::PathBuf;
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use lsr_backbone::{Backbone, RescaleMode, parse_device};
+use lsr_splade::SpladeEncoder;
+use serde::Serialize;
+
+#[derive(Args)]
+pub struct EncodeArgs {
+    /// Checkpoint directory or Hugging Face id.
+    #[arg(long)]
+    checkpoint: String,
+    /// Divide the MLM-head decoder by k before encoding (the paper's rescaling).
+    #[arg(long, default_value_t = 1.0)]
+    k: f64,
+    /// With a tied decoder, rescale an untied copy instead of the shared matrix.
+    #[arg(long)]
+    untie: bool,
+    /// Truncate texts to this many tokens (special tokens included).
+    #[arg(long, default_value_t = 256)]
+    max_length: usize,
+    /// A text to encode (repeatable).
+    #[arg(long = "text")]
+    texts: Vec<String>,
+    /// A file with one text per line, or `-` for standard input.
+    #[arg(long)]
+    input: Option<PathBuf>,
+    /// One JSON object per text: {"text", "terms": [{"id", "token", "weight"}]}, all non-zero
+    /// terms by weight descending.
+    #[arg(long)]
+    json: bool,
+    /// Terms shown per text in the plain output.
+    #[arg(long, default_value_t = 20)]
+    top: usize,
+    #[arg(long, default_value_t = 32)]
+    batch_size: usize,
+    /// flex, wgpu[:N] or cuda[:N]; default: the best backend compiled in.
+    #[arg(long)]
+    device: Option<String>,
+}
+
+#[derive(Serialize)]
+struct Term {
+    id: u32,
+    token: Option<String>,
+    weight: f32,
+}
+
+#[derive(Serialize)]
+struct Encoded<'a> {
+    text: &'a str,
+    terms: Vec<Term>,
+}
+
+pub fn run(args: EncodeArgs) -> Result<()> {
+    let mut texts = args.texts.clone();
+    if let Some(input) = &args.input {
+        texts.extend(read_lines(input)?);
+    }
+    if texts.is_empty() {
+        bail!("nothing to encode: pass --text or --input");
+    }
+    let device = parse_device(args.device.as_deref())?;
+    let backbone = Backbone::load(&args.checkpoint, &device, args.max_length)?;
+    let mode = if args.untie { RescaleMode::Untie } else { RescaleMode::Shared };
+    let encoder = SpladeEncoder::new(backbone, args.k, mode)?;
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    for chunk in texts.chunks(args.batch_size.max(1) * 8) {
+        let refs: Vec<&str> = chunk.iter().map(String::as_str).collect();
+        let vectors = encoder.encode(&refs, args.batch_size)?;
+        for (text, vector) in refs.iter().zip(vectors) {
+            let terms = vector.terms.iter().map(|&(id, weight)| Term {
+                id,
+                token: encoder.token(id),
+                weight,
+            });
+            if args.json {
+                let line = Encoded {
+                    text,
+                    terms: terms.collect(),
+                };
+                writeln!(out, "{}", serde_json::to_string(&line)?)?;
+            } else {
+                writeln!(out, "# {text}  ({} non-zero terms)", vector.len())?;
+                for term in terms.take(args.top) {
+                    let token = term.token.unwrap_or_else(|| "<no token>".into());
+                    writeln!(out, "{:>8.4}  {:>7}  {token}", term.weight, term.id)?;
+                }
+            }
+        }
+    }
+    out.flush()?;
+    Ok(())
+}
+
+fn read_lines(input: &PathBuf) -> Result<Vec<String>> {
+    let reader: Box<dyn BufRead> = if input.as_os_str() == "-" {
+        Box::new(std::io::stdin().lock())
+    } else {
+        let file = std::fs::File::open(input).with_context(|| input.display().to_string())?;
+        Box::new(std::io::BufReader::new(file))
+    };
+    reader
+        .lines()
+        .enumerate()
+        .map(|(i, line)| line.with_context(|| format!("{}:{}", input.display(), i + 1)))
+        .collect()
+}

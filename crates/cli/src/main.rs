@@ -1,0 +1,51 @@
+//! `lsr`: the command line of the lsr workspace. Each subcommand is a thin shell over a crate:
+//! `norms` (backbone head statistics), `encode` (SPLADE vectors), `bench` (speed and memory).
+
+mod bench;
+mod encode;
+mod norms;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "lsr", version, about = "Learned sparse retrieval with rescaled MLM heads")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// MLM-head statistics of checkpoints (row norms, bias, logit scale): how to choose k.
+    Norms(norms::NormsArgs),
+    /// Encode texts into SPLADE sparse vectors.
+    Encode(encode::EncodeArgs),
+    /// Benchmarks (speed and peak memory); not tests.
+    #[command(subcommand)]
+    Bench(bench::BenchCommand),
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Norms(args) => norms::run(args),
+        Command::Encode(args) => encode::run(args),
+        Command::Bench(command) => bench::run(command),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

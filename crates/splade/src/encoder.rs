@@ -1,0 +1,84 @@
+use burn::prelude::*;
+use lsr_backbone::{Backbone, RescaleMode, Result};
+
+/// The non-zero terms of one text, sorted by weight descending (ties by term id).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SparseVector {
+    pub terms: Vec<(u32, f32)>,
+}
+
+impl SparseVector {
+    /// From a dense row of vocabulary weights.
+    pub fn from_dense(weights: &[f32]) -> Self {
+        let mut terms: Vec<(u32, f32)> = weights
+            .iter()
+            .enumerate()
+            .filter(|(_, w)| **w != 0.0)
+            .map(|(id, w)| (id as u32, *w))
+            .collect();
+        terms.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        Self { terms }
+    }
+
+    pub fn len(&self) -> usize {
+        self.terms.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.terms.is_empty()
+    }
+}
+
+/// SPLADE max pooling: `max_t mask_t · log(1 + relu(logits_t))`, `[B, L, V]` → `[B, V]`.
+/// Multiplying by the mask is enough for the max because every activation is ≥ 0.
+pub fn splade_pool(logits: Tensor<3>, mask: Tensor<2, Int>) -> Tensor<2> {
+    let activations = logits.clamp_min(0.0).log1p();
+    let mask = mask.float().unsqueeze_dim::<3>(2);
+    (activations * mask).max_dim(1).squeeze_dim::<2>(1)
+}
+
+/// A backbone whose MLM head has been rescaled by `k`, encoding texts into sparse vectors.
+pub struct SpladeEncoder {
+    pub backbone: Backbone,
+    pub k: f64,
+    pub mode: RescaleMode,
+}
+
+impl SpladeEncoder {
+    /// Applies `rescale_mlm_head(k, mode)`; k = 1 leaves the head as the checkpoint has it.
+    pub fn new(mut backbone: Backbone, k: f64, mode: RescaleMode) -> Result<Self> {
+        backbone.model = backbone.model.rescale_mlm_head(k, mode)?;
+        Ok(Self { backbone, k, mode })
+    }
+
+    /// Dense `[B, V]` SPLADE weights for one batch of texts.
+    pub fn encode_dense(&self, texts: &[&str]) -> Result<Tensor<2>> {
+        let batch = self.backbone.tokenizer.encode_batch(texts)?;
+        let device = self.backbone.model.head.bias.val().device();
+        let (ids, mask) = batch.to_tensors(&device);
+        let logits = self.backbone.model.forward(ids, mask.clone());
+        Ok(splade_pool(logits, mask))
+    }
+
+    /// Sparse vectors for `texts`, encoded `batch_size` at a time so that the `[B, L, V]`
+    /// logits stay bounded.
+    pub fn encode(&self, texts: &[&str], batch_size: usize) -> Result<Vec<SparseVector>> {
+        let mut vectors = Vec::with_capacity(texts.len());
+        for chunk in texts.chunks(batch_size.max(1)) {
+            let dense = self.encode_dense(chunk)?;
+            let [_, vocab] = dense.dims();
+            let values = dense
+                .into_data()
+                .try_into_vec::<f32>()
+                .expect("SPLADE weights are f32");
+            vectors.extend(values.chunks(vocab).map(SparseVector::from_dense));
+        }
+        Ok(vectors)
+    }
+
+    /// The token string of a term id, if the tokenizer has one (the embedding matrix can be
+    /// larger than the vocabulary).
+    pub fn token(&self, id: u32) -> Option<String> {
+        self.backbone.tokenizer.token(id)
+    }
+}

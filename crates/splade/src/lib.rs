@@ -1,0 +1,8 @@
+//! SPLADE on top of a masked-LM backbone: the MLM logits of every token go through
+//! `log(1 + relu(·))`, padded tokens are masked, and the maximum over the sequence gives one
+//! weight per vocabulary term. The paper's rescaling of the MLM head by k is applied once, at
+//! construction. This crate turns texts into sparse vectors; training and retrieval build on it.
+
+pub mod encoder;
+
+pub use encoder::{SparseVector, SpladeEncoder, splade_pool};
