@@ -90,7 +90,12 @@ pub struct Bert {
 
 impl Bert {
     /// Loads encoder and head; `roberta` selects RoBERTa's prefix, head and positions.
-    pub fn load(w: &Weights, c: &BertConfig, roberta: bool, path: &Path) -> Result<(Self, MlmHead)> {
+    pub fn load(
+        w: &Weights,
+        c: &BertConfig,
+        roberta: bool,
+        path: &Path,
+    ) -> Result<(Self, MlmHead)> {
         if c.position_embedding_type != "absolute" {
             return Err(BackboneError::config(
                 path,
@@ -134,7 +139,9 @@ impl Bert {
                 .map(|i| PostLnBlock::load(&e.pp(&format!("encoder.layer.{i}")), &LAYER, shape))
                 .collect::<Result<_>>()?,
             positions: if roberta {
-                Positions::AfterPadding { pad: c.pad_token_id }
+                Positions::AfterPadding {
+                    pad: c.pad_token_id,
+                }
             } else {
                 Positions::Absolute
             },
@@ -148,7 +155,11 @@ impl Bert {
                 vocab: c.vocab_size,
                 eps: c.layer_norm_eps,
                 // RoBERTa's head calls `gelu` directly, whatever `hidden_act` says.
-                activation: if roberta { Activation::Gelu } else { activation },
+                activation: if roberta {
+                    Activation::Gelu
+                } else {
+                    activation
+                },
                 dense_bias: true,
                 norm_bias: true,
                 vocab_bias: true,

@@ -96,7 +96,9 @@ impl HubSettings {
         } else if let Some(home) = std::env::var_os("HF_HOME") {
             PathBuf::from(home).join("hub")
         } else {
-            let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default();
+            let home = std::env::var_os("HOME")
+                .map(PathBuf::from)
+                .unwrap_or_default();
             home.join(".cache").join("huggingface").join("hub")
         };
         let offline = std::env::var("HF_HUB_OFFLINE")
@@ -126,9 +128,13 @@ fn from_hub(id: &str, hub: &HubSettings) -> Result<Checkpoint> {
         )
     };
     if hub.offline {
-        return Err(BackboneError::Checkpoint(format!("{} (HF_HUB_OFFLINE is set)", missing())));
+        return Err(BackboneError::Checkpoint(format!(
+            "{} (HF_HUB_OFFLINE is set)",
+            missing()
+        )));
     }
-    download(id, cache).map_err(|e| BackboneError::Checkpoint(format!("{}; download failed: {e}", missing())))
+    download(id, cache)
+        .map_err(|e| BackboneError::Checkpoint(format!("{}; download failed: {e}", missing())))
 }
 
 fn download(id: &str, cache: hf_hub::Cache) -> std::result::Result<Checkpoint, String> {

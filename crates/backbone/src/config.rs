@@ -123,9 +123,7 @@ impl ModelConfig {
 
     fn validate(&self) -> Result<()> {
         let (hidden, heads) = match &self.arch {
-            ArchConfig::Bert(c) | ArchConfig::Roberta(c) => {
-                (c.hidden_size, c.num_attention_heads)
-            }
+            ArchConfig::Bert(c) | ArchConfig::Roberta(c) => (c.hidden_size, c.num_attention_heads),
             ArchConfig::DistilBert(c) => (c.dim, c.n_heads),
             ArchConfig::Albert(c) => (c.hidden_size, c.num_attention_heads),
             ArchConfig::Gte(c) => (c.hidden_size, c.num_attention_heads),
@@ -138,7 +136,10 @@ impl ModelConfig {
             ));
         }
         if self.vocab_size() == 0 {
-            return Err(BackboneError::config(&self.path, "field `vocab_size` must be > 0"));
+            return Err(BackboneError::config(
+                &self.path,
+                "field `vocab_size` must be > 0",
+            ));
         }
         Ok(())
     }

@@ -78,9 +78,7 @@ impl DistilBert {
             )?,
             embeddings_norm: e.layer_norm("embeddings.LayerNorm", h, LAYER_NORM_EPS, true)?,
             layers: (0..c.n_layers)
-                .map(|i| {
-                    PostLnBlock::load(&e.pp(&format!("transformer.layer.{i}")), &LAYER, shape)
-                })
+                .map(|i| PostLnBlock::load(&e.pp(&format!("transformer.layer.{i}")), &LAYER, shape))
                 .collect::<Result<_>>()?,
         };
         let head = MlmHead::load(

@@ -95,7 +95,10 @@ impl GteConfig {
             return unsupported("layer_norm_type", self.layer_norm_type.clone());
         }
         if self.position_embedding_type != "rope" {
-            return unsupported("position_embedding_type", self.position_embedding_type.clone());
+            return unsupported(
+                "position_embedding_type",
+                self.position_embedding_type.clone(),
+            );
         }
         if !self.pack_qkv {
             return unsupported("pack_qkv", "false".into());
@@ -218,7 +221,13 @@ impl Gte {
         }
         let mut x = self.embeddings_norm.forward(x);
         let hidden = x.dims()[2];
-        let rope = Rope::new(len, hidden / self.heads, self.rope_theta, self.ntk_factor, &device);
+        let rope = Rope::new(
+            len,
+            hidden / self.heads,
+            self.rope_theta,
+            self.ntk_factor,
+            &device,
+        );
         let bias = padding_bias(mask);
         for layer in &self.layers {
             let qkv = layer.qkv_proj.forward(x.clone());
@@ -230,7 +239,9 @@ impl Gte {
             let up_gate = layer.up_gate_proj.forward(x.clone());
             let inner = up_gate.dims()[2] / 2;
             let up = up_gate.clone().slice_dim(2, 0..inner);
-            let gate = self.activation.forward(up_gate.slice_dim(2, inner..2 * inner));
+            let gate = self
+                .activation
+                .forward(up_gate.slice_dim(2, inner..2 * inner));
             x = layer.mlp_ln.forward(x + layer.down_proj.forward(gate * up));
         }
         x

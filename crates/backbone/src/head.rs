@@ -68,9 +68,10 @@ impl MlmHead {
         let decoder = if shape.tied {
             None
         } else {
-            Some(Param::from_tensor(
-                w.tensor(names.decoder_weight, [shape.vocab, shape.embedding])?,
-            ))
+            Some(Param::from_tensor(w.tensor(
+                names.decoder_weight,
+                [shape.vocab, shape.embedding],
+            )?))
         };
         Ok(Self {
             dense: w.linear(names.dense, shape.hidden, shape.embedding, shape.dense_bias)?,

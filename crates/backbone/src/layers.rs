@@ -54,7 +54,8 @@ impl Activation {
 /// `[B, L, H]` → `[B, heads, L, H / heads]`.
 pub fn split_heads(x: Tensor<3>, heads: usize) -> Tensor<4> {
     let [batch, len, hidden] = x.dims();
-    x.reshape([batch, len, heads, hidden / heads]).swap_dims(1, 2)
+    x.reshape([batch, len, heads, hidden / heads])
+        .swap_dims(1, 2)
 }
 
 /// `[B, heads, L, d]` → `[B, L, heads · d]`.
@@ -84,7 +85,11 @@ pub fn sliding_window_bias(len: usize, half_window: usize, device: &Device) -> T
     let values: Vec<f32> = (0..len * len)
         .map(|i| {
             let (q, k) = (i / len, i % len);
-            if q.abs_diff(k) > half_window { MASKED } else { 0.0 }
+            if q.abs_diff(k) > half_window {
+                MASKED
+            } else {
+                0.0
+            }
         })
         .collect();
     Tensor::<2>::from_data(TensorData::new(values, [len, len]), device).reshape([1, 1, len, len])
@@ -101,7 +106,13 @@ impl Rope {
     /// Tables for positions `0..len`. `ntk_factor` applies GTE's static NTK scaling
     /// (`base · factor`, then `inv_freq / factor^(2/dim)`). Computed in f32 as HF does, so
     /// parity holds at large positions too.
-    pub fn new(len: usize, dim: usize, theta: f64, ntk_factor: Option<f64>, device: &Device) -> Self {
+    pub fn new(
+        len: usize,
+        dim: usize,
+        theta: f64,
+        ntk_factor: Option<f64>,
+        device: &Device,
+    ) -> Self {
         let base = (theta * ntk_factor.unwrap_or(1.0)) as f32;
         let correction = ntk_factor.map_or(1.0, |f| (f as f32).powf(2.0 / dim as f32));
         let inv_freq: Vec<f32> = (0..dim / 2)
@@ -117,7 +128,9 @@ impl Rope {
                 sin.push(angle.sin());
             }
         }
-        let table = |v| Tensor::<2>::from_data(TensorData::new(v, [len, dim]), device).reshape([1, 1, len, dim]);
+        let table = |v| {
+            Tensor::<2>::from_data(TensorData::new(v, [len, dim]), device).reshape([1, 1, len, dim])
+        };
         Self {
             cos: table(cos),
             sin: table(sin),
@@ -203,9 +216,10 @@ impl PostLnBlock {
         let a = self
             .attention_norm
             .forward(x + self.attention_output.forward(context));
-        let ffn = self
-            .output
-            .forward(self.activation.forward(self.intermediate.forward(a.clone())));
+        let ffn = self.output.forward(
+            self.activation
+                .forward(self.intermediate.forward(a.clone())),
+        );
         self.output_norm.forward(a + ffn)
     }
 }

@@ -94,7 +94,9 @@ impl ModernBertConfig {
     fn layer_plan(&self, path: &Path) -> Result<(Vec<bool>, f64, f64)> {
         let err = |message: String| BackboneError::config(path, message);
         if self.rope_scaling.as_ref().is_some_and(|v| !v.is_null()) {
-            return Err(err("field `rope_scaling`: RoPE scaling is not supported for ModernBERT".into()));
+            return Err(err(
+                "field `rope_scaling`: RoPE scaling is not supported for ModernBERT".into(),
+            ));
         }
         let (global_theta, local_theta) = match &self.rope_parameters {
             Some(params) => {

@@ -50,7 +50,10 @@ impl ReferenceOutputs {
         let get = |name: &str, dtype: Dtype| {
             let view = file.tensor(name).map_err(|e| corrupt(e.to_string()))?;
             if view.dtype() != dtype {
-                return Err(corrupt(format!("`{name}` is {:?}, expected {dtype:?}", view.dtype())));
+                return Err(corrupt(format!(
+                    "`{name}` is {:?}, expected {dtype:?}",
+                    view.dtype()
+                )));
             }
             Ok((view.shape().to_vec(), view.data().to_vec()))
         };
@@ -58,8 +61,16 @@ impl ReferenceOutputs {
         let (_, mask) = get("attention_mask", Dtype::I64)?;
         let (logit_shape, logits) = get("logits", Dtype::F32)?;
         let (_, splade) = get("splade", Dtype::F32)?;
-        let i64s = |b: Vec<u8>| b.chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().unwrap())).collect();
-        let f32s = |b: Vec<u8>| b.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
+        let i64s = |b: Vec<u8>| {
+            b.chunks_exact(8)
+                .map(|c| i64::from_le_bytes(c.try_into().unwrap()))
+                .collect()
+        };
+        let f32s = |b: Vec<u8>| {
+            b.chunks_exact(4)
+                .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+                .collect()
+        };
         Ok(Self {
             batch: shape[0],
             len: shape[1],

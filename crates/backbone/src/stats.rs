@@ -44,7 +44,11 @@ impl HeadStats {
         let decoder = model.decoder_matrix();
         let [vocab, dim] = decoder.dims();
         let row_norms = values(decoder.clone().square().sum_dim(1).sqrt());
-        let frobenius = values(decoder.square().sum()).first().copied().unwrap_or(0.0).sqrt();
+        let frobenius = values(decoder.square().sum())
+            .first()
+            .copied()
+            .unwrap_or(0.0)
+            .sqrt();
         let bias = values(model.head.bias.val());
         let (bias_mean, bias_std) = mean_std(&bias);
 

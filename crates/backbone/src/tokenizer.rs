@@ -28,7 +28,12 @@ pub struct TokenBatch {
 
 impl TextTokenizer {
     /// Loads `tokenizer.json` and checks that every id it can produce has an embedding row.
-    pub fn from_file(path: &Path, pad_id: u32, embedding_rows: usize, max_length: usize) -> Result<Self> {
+    pub fn from_file(
+        path: &Path,
+        pad_id: u32,
+        embedding_rows: usize,
+        max_length: usize,
+    ) -> Result<Self> {
         let error = |message: String| BackboneError::Tokenizer {
             path: path.to_path_buf(),
             message,
@@ -42,7 +47,9 @@ impl TextTokenizer {
             )));
         }
         if max_length < 2 {
-            return Err(error(format!("max length {max_length} leaves no room for text")));
+            return Err(error(format!(
+                "max length {max_length} leaves no room for text"
+            )));
         }
         inner
             .with_truncation(Some(TruncationParams {
@@ -65,13 +72,12 @@ impl TextTokenizer {
 
     /// Tokenises with the family's special tokens, truncates, right-pads to the longest text.
     pub fn encode_batch(&self, texts: &[&str]) -> Result<TokenBatch> {
-        let encodings = self
-            .inner
-            .encode_batch(texts.to_vec(), true)
-            .map_err(|e| BackboneError::Tokenizer {
+        let encodings = self.inner.encode_batch(texts.to_vec(), true).map_err(|e| {
+            BackboneError::Tokenizer {
                 path: self.path.clone(),
                 message: e.to_string(),
-            })?;
+            }
+        })?;
         let len = encodings.iter().map(|e| e.len()).max().unwrap_or(0).max(1);
         let mut ids = Vec::with_capacity(texts.len() * len);
         let mut mask = Vec::with_capacity(texts.len() * len);
@@ -112,7 +118,10 @@ impl TokenBatch {
     /// Ids of row `b` without padding.
     pub fn row(&self, b: usize) -> &[u32] {
         let start = b * self.len;
-        let n = self.mask[start..start + self.len].iter().filter(|&&m| m == 1).count();
+        let n = self.mask[start..start + self.len]
+            .iter()
+            .filter(|&&m| m == 1)
+            .count();
         &self.ids[start..start + n]
     }
 }

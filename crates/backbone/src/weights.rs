@@ -59,7 +59,10 @@ impl Weights {
     /// Opens `model.safetensors`, a sharded `model.safetensors.index.json`, or
     /// `pytorch_model.bin`, whichever the path names.
     pub fn open(path: &Path, device: &Device) -> Result<Self> {
-        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default();
         let tensors = if name.ends_with(".index.json") {
             read_sharded_index(path)?
         } else if name.ends_with(".safetensors") {
@@ -145,10 +148,12 @@ impl Weights {
         let full = self.full_name(name);
         let values = match &*self.store {
             Store::Files(tensors) => {
-                let stored = tensors.get(&full).ok_or_else(|| BackboneError::MissingTensor {
-                    path: self.describe_source(name),
-                    name: full.clone(),
-                })?;
+                let stored = tensors
+                    .get(&full)
+                    .ok_or_else(|| BackboneError::MissingTensor {
+                        path: self.describe_source(name),
+                        name: full.clone(),
+                    })?;
                 if stored.shape != shape {
                     return Err(BackboneError::Shape {
                         path: stored.file.as_ref().clone(),
@@ -161,7 +166,10 @@ impl Weights {
             }
             Store::Random { seed, std } => random_values(*seed, *std, &full, &shape, init),
         };
-        Ok(Tensor::from_data(TensorData::new(values, shape), &self.device))
+        Ok(Tensor::from_data(
+            TensorData::new(values, shape),
+            &self.device,
+        ))
     }
 
     /// A PyTorch `nn.Linear` (`{prefix}.weight` as `[out, in]`, optional `{prefix}.bias`) as a
@@ -173,7 +181,11 @@ impl Weights {
             .init(&self.device);
         linear.weight = Param::from_tensor(w.tensor("weight", [d_out, d_in])?.transpose());
         if bias {
-            linear.bias = Some(Param::from_tensor(w.tensor_init("bias", [d_out], Init::Zeros)?));
+            linear.bias = Some(Param::from_tensor(w.tensor_init(
+                "bias",
+                [d_out],
+                Init::Zeros,
+            )?));
         }
         Ok(linear)
     }
@@ -193,7 +205,8 @@ impl Weights {
             .with_epsilon(eps)
             .with_bias(bias)
             .init(&self.device);
-        norm.gamma = Param::from_tensor(w.tensor_init(pick("weight", "gamma"), [dim], Init::Ones)?);
+        norm.gamma =
+            Param::from_tensor(w.tensor_init(pick("weight", "gamma"), [dim], Init::Ones)?);
         if bias {
             norm.beta = Some(Param::from_tensor(w.tensor_init(
                 pick("bias", "beta"),

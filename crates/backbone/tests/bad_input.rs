@@ -48,7 +48,10 @@ fn edit_weights(dir: &Path, edit: impl FnOnce(&mut RawTensors)) {
     let mut tensors: RawTensors = file
         .iter()
         .map(|(name, view)| {
-            (name.to_string(), (view.dtype(), view.shape().to_vec(), view.data().to_vec()))
+            (
+                name.to_string(),
+                (view.dtype(), view.shape().to_vec(), view.data().to_vec()),
+            )
         })
         .collect();
     edit(&mut tensors);
@@ -71,7 +74,10 @@ fn missing_config_field_names_file_and_field() {
         c.remove("hidden_size");
     });
     let error = error_of(&dir);
-    assert!(error.contains("config.json") && error.contains("hidden_size"), "{error}");
+    assert!(
+        error.contains("config.json") && error.contains("hidden_size"),
+        "{error}"
+    );
 }
 
 #[test]
@@ -81,7 +87,10 @@ fn non_numeric_config_field_names_the_field() {
         c.insert("num_attention_heads".into(), "four".into());
     });
     let error = error_of(&dir);
-    assert!(error.contains("config.json") && error.contains("num_attention_heads"), "{error}");
+    assert!(
+        error.contains("config.json") && error.contains("num_attention_heads"),
+        "{error}"
+    );
 }
 
 #[test]
@@ -91,7 +100,10 @@ fn unknown_model_type_is_refused() {
         c.insert("model_type".into(), "gpt2".into());
     });
     let error = error_of(&dir);
-    assert!(error.contains("config.json") && error.contains("`gpt2`"), "{error}");
+    assert!(
+        error.contains("config.json") && error.contains("`gpt2`"),
+        "{error}"
+    );
 }
 
 #[test]
@@ -101,7 +113,10 @@ fn missing_tensor_is_named() {
         t.remove(TENSOR);
     });
     let error = error_of(&dir);
-    assert!(error.contains("model.safetensors") && error.contains(TENSOR), "{error}");
+    assert!(
+        error.contains("model.safetensors") && error.contains(TENSOR),
+        "{error}"
+    );
     assert!(error.contains("missing"), "{error}");
 }
 
@@ -113,7 +128,10 @@ fn wrong_shape_is_named_with_both_shapes() {
         entry.1 = vec![entry.1[1], entry.1[0]];
     });
     let error = error_of(&dir);
-    assert!(error.contains(TENSOR) && error.contains("[64, 32]") && error.contains("[32, 64]"), "{error}");
+    assert!(
+        error.contains(TENSOR) && error.contains("[64, 32]") && error.contains("[32, 64]"),
+        "{error}"
+    );
 }
 
 #[test]
@@ -133,37 +151,63 @@ fn truncated_safetensors_is_reported() {
     let bytes = std::fs::read(&path).unwrap();
     std::fs::write(&path, &bytes[..bytes.len() - 100]).unwrap();
     let error = error_of(&dir);
-    assert!(error.contains("model.safetensors") && error.contains("not a readable"), "{error}");
+    assert!(
+        error.contains("model.safetensors") && error.contains("not a readable"),
+        "{error}"
+    );
 }
 
 #[test]
 fn garbage_safetensors_is_reported() {
     let (_tmp, dir) = copy_fixture("bert");
-    std::fs::write(dir.join("model.safetensors"), b"\xff\xff\xff\xff\xff\xff\xff\x7fnot json").unwrap();
+    std::fs::write(
+        dir.join("model.safetensors"),
+        b"\xff\xff\xff\xff\xff\xff\xff\x7fnot json",
+    )
+    .unwrap();
     let error = error_of(&dir);
-    assert!(error.contains("model.safetensors") && error.contains("not a readable"), "{error}");
+    assert!(
+        error.contains("model.safetensors") && error.contains("not a readable"),
+        "{error}"
+    );
 }
 
 #[test]
 fn tokenizer_larger_than_embeddings_is_refused() {
     let (_tmp, dir) = copy_fixture("bert");
-    std::fs::copy(fixtures_dir().join("roberta/tokenizer.json"), dir.join("tokenizer.json")).unwrap();
+    std::fs::copy(
+        fixtures_dir().join("roberta/tokenizer.json"),
+        dir.join("tokenizer.json"),
+    )
+    .unwrap();
     let error = error_of(&dir);
-    assert!(error.contains("tokenizer.json") && error.contains("exceeds"), "{error}");
+    assert!(
+        error.contains("tokenizer.json") && error.contains("exceeds"),
+        "{error}"
+    );
 }
 
 #[test]
 fn bare_encoder_without_mlm_head_is_refused() {
     let error = error_of(&fixtures_dir().join("bert-no-head"));
-    assert!(error.contains("no masked-LM head") && error.contains("cls.predictions"), "{error}");
+    assert!(
+        error.contains("no masked-LM head") && error.contains("cls.predictions"),
+        "{error}"
+    );
 }
 
 #[test]
 fn rescale_rejects_non_positive_and_non_finite_k() {
     for k in [0.0, -2.0, f64::NAN, f64::INFINITY] {
         let backbone = load(&fixtures_dir().join("bert")).unwrap();
-        let error = backbone.model.rescale_mlm_head(k, RescaleMode::Shared).unwrap_err();
-        assert!(matches!(error, BackboneError::InvalidScale(_)), "k = {k}: {error}");
+        let error = backbone
+            .model
+            .rescale_mlm_head(k, RescaleMode::Shared)
+            .unwrap_err();
+        assert!(
+            matches!(error, BackboneError::InvalidScale(_)),
+            "k = {k}: {error}"
+        );
     }
 }
 
@@ -174,9 +218,14 @@ fn offline_hub_id_not_in_cache_says_what_to_download() {
         cache_dir: cache.path().to_path_buf(),
         offline: true,
     };
-    let error = Checkpoint::resolve_with("answerdotai/ModernBERT-base", &hub).unwrap_err().to_string();
+    let error = Checkpoint::resolve_with("answerdotai/ModernBERT-base", &hub)
+        .unwrap_err()
+        .to_string();
     assert!(error.contains("HF_HUB_OFFLINE"), "{error}");
-    assert!(error.contains("models--answerdotai--ModernBERT-base"), "{error}");
+    assert!(
+        error.contains("models--answerdotai--ModernBERT-base"),
+        "{error}"
+    );
     assert!(error.contains(cache.path().to_str().unwrap()), "{error}");
 }
 

@@ -10,11 +10,18 @@ use lsr_backbone::{Backbone, parse_device};
 const HF_TOLERANCE: f32 = 1e-4;
 const DEVICE_TOLERANCE: f32 = 1e-3;
 
-fn logits_of(backbone: &Backbone, texts: &[&str], device: &Device) -> (Vec<u32>, Vec<u32>, Vec<f32>) {
+fn logits_of(
+    backbone: &Backbone,
+    texts: &[&str],
+    device: &Device,
+) -> (Vec<u32>, Vec<u32>, Vec<f32>) {
     let batch = backbone.tokenizer.encode_batch(texts).expect("tokenise");
     let (ids, mask) = batch.to_tensors(device);
     let logits = backbone.model.forward(ids, mask);
-    let logits = logits.into_data().try_into_vec::<f32>().expect("f32 logits");
+    let logits = logits
+        .into_data()
+        .try_into_vec::<f32>()
+        .expect("f32 logits");
     (batch.ids, batch.mask, logits)
 }
 
@@ -29,7 +36,10 @@ fn check(name: &str) {
 
     let expected_ids: Vec<u32> = expected.input_ids.iter().map(|&i| i as u32).collect();
     let expected_mask: Vec<u32> = expected.attention_mask.iter().map(|&m| m as u32).collect();
-    assert_eq!(ids, expected_ids, "{name}: token ids differ from HF's tokenizer");
+    assert_eq!(
+        ids, expected_ids,
+        "{name}: token ids differ from HF's tokenizer"
+    );
     assert_eq!(mask, expected_mask, "{name}: attention mask differs");
     assert_eq!(logits.len(), expected.logits.len(), "{name}: logits shape");
 
@@ -46,14 +56,20 @@ fn check(name: &str) {
         worst
     };
     let diff = max_diff(&logits, &expected.logits);
-    assert!(diff <= HF_TOLERANCE, "{name}: max |Δ logits| vs transformers = {diff:e}");
+    assert!(
+        diff <= HF_TOLERANCE,
+        "{name}: max |Δ logits| vs transformers = {diff:e}"
+    );
 
     if let Ok(spec) = std::env::var("LSR_TEST_DEVICE") {
         let device = parse_device(Some(&spec)).expect("LSR_TEST_DEVICE");
         let other = Backbone::load(dir.to_str().unwrap(), &device, max_length).expect("load");
         let (_, _, device_logits) = logits_of(&other, &texts, &device);
         let diff = max_diff(&device_logits, &logits);
-        assert!(diff <= DEVICE_TOLERANCE, "{name}: max |Δ logits| {spec} vs flex = {diff:e}");
+        assert!(
+            diff <= DEVICE_TOLERANCE,
+            "{name}: max |Δ logits| {spec} vs flex = {diff:e}"
+        );
     }
 }
 

@@ -6,7 +6,12 @@ use lsr_backbone::{Backbone, HeadStats, RescaleMode};
 
 fn load(name: &str) -> Backbone {
     let (_, max_length) = fixture_texts().unwrap();
-    Backbone::load(fixtures_dir().join(name).to_str().unwrap(), &Device::flex(), max_length).unwrap()
+    Backbone::load(
+        fixtures_dir().join(name).to_str().unwrap(),
+        &Device::flex(),
+        max_length,
+    )
+    .unwrap()
 }
 
 /// Logits minus the vocabulary bias, on the non-padding tokens of the fixture batch.
@@ -17,7 +22,10 @@ fn centred_logits(backbone: &Backbone) -> Vec<f32> {
     let device = Device::flex();
     let (ids, mask) = batch.to_tensors(&device);
     let bias = backbone.model.head.bias.val().unsqueeze::<3>();
-    let logits = (backbone.model.forward(ids, mask) - bias).into_data().try_into_vec::<f32>().unwrap();
+    let logits = (backbone.model.forward(ids, mask) - bias)
+        .into_data()
+        .try_into_vec::<f32>()
+        .unwrap();
     let vocab = logits.len() / batch.mask.len();
     batch
         .mask
@@ -34,16 +42,33 @@ fn assert_scaled(name: &str, original: &[f32], rescaled: &[f32], k: f32, toleran
         .iter()
         .zip(rescaled)
         .fold(0.0f32, |m, (a, b)| m.max((a / k - b).abs()));
-    assert!(worst <= tolerance * scale, "{name}: max |logit/k − rescaled| = {worst} (scale {scale})");
+    assert!(
+        worst <= tolerance * scale,
+        "{name}: max |logit/k − rescaled| = {worst} (scale {scale})"
+    );
 }
 
 #[test]
 fn untied_rescale_divides_the_logits_exactly() {
-    for name in ["bert", "distilbert", "albert", "roberta", "gte", "modernbert", "ettin"] {
+    for name in [
+        "bert",
+        "distilbert",
+        "albert",
+        "roberta",
+        "gte",
+        "modernbert",
+        "ettin",
+    ] {
         let original = centred_logits(&load(name));
         let mut backbone = load(name);
-        backbone.model = backbone.model.rescale_mlm_head(4.0, RescaleMode::Untie).unwrap();
-        assert!(!backbone.model.is_tied(), "{name}: Untie must give the head its own matrix");
+        backbone.model = backbone
+            .model
+            .rescale_mlm_head(4.0, RescaleMode::Untie)
+            .unwrap();
+        assert!(
+            !backbone.model.is_tied(),
+            "{name}: Untie must give the head its own matrix"
+        );
         assert_scaled(name, &original, &centred_logits(&backbone), 4.0, 1e-5);
     }
 }
@@ -52,13 +77,25 @@ fn untied_rescale_divides_the_logits_exactly() {
 fn shared_rescale_keeps_the_tie_and_divides_embeddings_too() {
     let mut backbone = load("bert");
     let embeddings = backbone.model.encoder.word_embeddings().weight.val();
-    backbone.model = backbone.model.rescale_mlm_head(8.0, RescaleMode::Shared).unwrap();
+    backbone.model = backbone
+        .model
+        .rescale_mlm_head(8.0, RescaleMode::Shared)
+        .unwrap();
     assert!(backbone.model.is_tied());
     let after = backbone.model.encoder.word_embeddings().weight.val();
-    let diff = (embeddings.div_scalar(8.0) - after.clone()).abs().max().into_scalar::<f32>();
+    let diff = (embeddings.div_scalar(8.0) - after.clone())
+        .abs()
+        .max()
+        .into_scalar::<f32>();
     assert!(diff < 1e-7, "embeddings not divided by k: {diff}");
-    let decoder_diff = (backbone.model.decoder_matrix() - after).abs().max().into_scalar::<f32>();
-    assert_eq!(decoder_diff, 0.0, "the decoder must be the embedding matrix itself");
+    let decoder_diff = (backbone.model.decoder_matrix() - after)
+        .abs()
+        .max()
+        .into_scalar::<f32>();
+    assert_eq!(
+        decoder_diff, 0.0,
+        "the decoder must be the embedding matrix itself"
+    );
 }
 
 /// ModernBERT normalises its embeddings with a LayerNorm before the encoder, so dividing the
@@ -70,7 +107,10 @@ fn shared_rescale_of_a_layernormed_embedding_divides_the_logits() {
     for name in ["modernbert", "ettin"] {
         let original = centred_logits(&load(name));
         let mut backbone = load(name);
-        backbone.model = backbone.model.rescale_mlm_head(2.0, RescaleMode::Shared).unwrap();
+        backbone.model = backbone
+            .model
+            .rescale_mlm_head(2.0, RescaleMode::Shared)
+            .unwrap();
         assert_scaled(name, &original, &centred_logits(&backbone), 2.0, 5e-3);
     }
 }
@@ -78,12 +118,26 @@ fn shared_rescale_of_a_layernormed_embedding_divides_the_logits() {
 #[test]
 fn an_untied_checkpoint_decoder_is_divided_on_its_own() {
     let mut backbone = load("bert");
-    backbone.model = backbone.model.rescale_mlm_head(1.0, RescaleMode::Untie).unwrap();
+    backbone.model = backbone
+        .model
+        .rescale_mlm_head(1.0, RescaleMode::Untie)
+        .unwrap();
     let original = centred_logits(&backbone);
     let embeddings = backbone.model.encoder.word_embeddings().weight.val();
-    backbone.model = backbone.model.rescale_mlm_head(16.0, RescaleMode::Shared).unwrap();
-    assert_scaled("bert untied", &original, &centred_logits(&backbone), 16.0, 1e-5);
-    let unchanged = (embeddings - backbone.model.encoder.word_embeddings().weight.val()).abs().max();
+    backbone.model = backbone
+        .model
+        .rescale_mlm_head(16.0, RescaleMode::Shared)
+        .unwrap();
+    assert_scaled(
+        "bert untied",
+        &original,
+        &centred_logits(&backbone),
+        16.0,
+        1e-5,
+    );
+    let unchanged = (embeddings - backbone.model.encoder.word_embeddings().weight.val())
+        .abs()
+        .max();
     assert_eq!(unchanged.into_scalar::<f32>(), 0.0);
 }
 
@@ -91,7 +145,10 @@ fn an_untied_checkpoint_decoder_is_divided_on_its_own() {
 fn norms_report_one_kth_of_the_row_norms() {
     let before = HeadStats::compute(&load("modernbert")).unwrap();
     let mut backbone = load("modernbert");
-    backbone.model = backbone.model.rescale_mlm_head(16.0, RescaleMode::Shared).unwrap();
+    backbone.model = backbone
+        .model
+        .rescale_mlm_head(16.0, RescaleMode::Shared)
+        .unwrap();
     let after = HeadStats::compute(&backbone).unwrap();
     for (b, a) in [
         (before.row_norm_mean, after.row_norm_mean),

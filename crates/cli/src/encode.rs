@@ -64,7 +64,11 @@ pub fn run(args: EncodeArgs) -> Result<()> {
     }
     let device = parse_device(args.device.as_deref())?;
     let backbone = Backbone::load(&args.checkpoint, &device, args.max_length)?;
-    let mode = if args.untie { RescaleMode::Untie } else { RescaleMode::Shared };
+    let mode = if args.untie {
+        RescaleMode::Untie
+    } else {
+        RescaleMode::Shared
+    };
     let encoder = SpladeEncoder::new(backbone, args.k, mode)?;
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());

@@ -10,7 +10,11 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "lsr", version, about = "Learned sparse retrieval with rescaled MLM heads")]
+#[command(
+    name = "lsr",
+    version,
+    about = "Learned sparse retrieval with rescaled MLM heads"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -30,14 +30,37 @@ pub fn run(args: NormsArgs) -> Result<()> {
     }
     println!(
         "{:<32} {:<10} {:>5} {:>7} {:>5} {:>9} {:>9} {:>9} {:>10} {:>9} {:>8} {:>9} {:>8} {:>9}",
-        "checkpoint", "family", "tied", "vocab", "dim", "row_mean", "row_min", "row_max",
-        "frobenius", "bias_mean", "bias_std", "logit_std", "logit_max", "max_w"
+        "checkpoint",
+        "family",
+        "tied",
+        "vocab",
+        "dim",
+        "row_mean",
+        "row_min",
+        "row_max",
+        "frobenius",
+        "bias_mean",
+        "bias_std",
+        "logit_std",
+        "logit_max",
+        "max_w"
     );
     for s in &rows {
         println!(
             "{:<32} {:<10} {:>5} {:>7} {:>5} {:>9.4} {:>9.4} {:>9.4} {:>10.3} {:>9.4} {:>8.4} {:>9.4} {:>8.3} {:>9.4}",
-            s.checkpoint, s.family, s.tied, s.vocab, s.dim, s.row_norm_mean, s.row_norm_min,
-            s.row_norm_max, s.frobenius_norm, s.bias_mean, s.bias_std, s.logit_std, s.logit_max,
+            s.checkpoint,
+            s.family,
+            s.tied,
+            s.vocab,
+            s.dim,
+            s.row_norm_mean,
+            s.row_norm_min,
+            s.row_norm_max,
+            s.frobenius_norm,
+            s.bias_mean,
+            s.bias_std,
+            s.logit_std,
+            s.logit_max,
             s.probe_max_weight
         );
     }

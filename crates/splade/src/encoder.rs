@@ -82,3 +82,36 @@ impl SpladeEncoder {
         self.backbone.tokenizer.token(id)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pooling_ignores_padded_tokens_and_negative_logits() {
+        let device = Device::flex();
+        // One text of two tokens plus one pad; vocabulary of three terms.
+        let logits = Tensor::<3>::from_data(
+            TensorData::new(
+                vec![1.0f32, -2.0, 0.0, 3.0, -1.0, 0.5, 100.0, 100.0, 100.0],
+                [1, 3, 3],
+            ),
+            &device,
+        );
+        let mask = Tensor::<2, Int>::from_data(TensorData::new(vec![1i64, 1, 0], [1, 3]), &device);
+        let pooled = splade_pool(logits, mask)
+            .into_data()
+            .try_into_vec::<f32>()
+            .unwrap();
+        let expected = [4.0f32.ln(), 0.0, 1.5f32.ln()];
+        for (got, want) in pooled.iter().zip(expected) {
+            assert!((got - want).abs() < 1e-6, "{pooled:?} != {expected:?}");
+        }
+    }
+
+    #[test]
+    fn sparse_vector_from_dense_drops_zeros_and_sorts() {
+        let vector = SparseVector::from_dense(&[0.0, 0.5, 2.0, 0.0, 0.5]);
+        assert_eq!(vector.terms, vec![(2, 2.0), (1, 0.5), (4, 0.5)]);
+    }
+}

@@ -1,0 +1,162 @@
+//! The `lsr` binary end to end on the fixture checkpoints.
+
+use std::path::PathBuf;
+
+use assert_cmd::Command;
+
+fn fixture(name: &str) -> String {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../data/fixtures")
+        .join(name);
+    dir.to_str().unwrap().to_string()
+}
+
+fn lsr() -> Command {
+    Command::cargo_bin("lsr").unwrap()
+}
+
+fn json_lines(output: &[u8]) -> Vec<serde_json::Value> {
+    String::from_utf8(output.to_vec())
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
+        .collect()
+}
+
+#[test]
+fn encode_json_lists_every_nonzero_term_by_weight() {
+    let out = lsr()
+        .args([
+            "encode",
+            "--checkpoint",
+            &fixture("bert"),
+            "--json",
+            "--device",
+            "flex",
+        ])
+        .args([
+            "--text",
+            "what is the capital of france",
+            "--text",
+            "boil an egg",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines = json_lines(&out.stdout);
+    assert_eq!(lines.len(), 2);
+    assert_eq!(lines[0]["text"], "what is the capital of france");
+    let terms = lines[0]["terms"].as_array().unwrap();
+    assert!(!terms.is_empty());
+    let weights: Vec<f64> = terms
+        .iter()
+        .map(|t| t["weight"].as_f64().unwrap())
+        .collect();
+    assert!(
+        weights.windows(2).all(|w| w[0] >= w[1]),
+        "not sorted: {weights:?}"
+    );
+    assert!(weights.iter().all(|&w| w > 0.0));
+    assert!(
+        terms
+            .iter()
+            .all(|t| t["id"].is_u64() && t["token"].is_string())
+    );
+}
+
+#[test]
+fn encode_reads_texts_from_stdin_one_per_line() {
+    let out = lsr()
+        .args([
+            "encode",
+            "--checkpoint",
+            &fixture("modernbert"),
+            "--json",
+            "--input",
+            "-",
+        ])
+        .args(["--k", "16", "--batch-size", "2"])
+        .write_stdin("first text\nsecond text\nthird text\n")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let texts: Vec<String> = json_lines(&out.stdout)
+        .iter()
+        .map(|l| l["text"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(texts, ["first text", "second text", "third text"]);
+}
+
+#[test]
+fn encode_plain_output_shows_top_terms_with_tokens() {
+    let out = lsr()
+        .args(["encode", "--checkpoint", &fixture("roberta"), "--top", "3"])
+        .args(["--text", "sparse retrieval"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(stdout.starts_with("# sparse retrieval"), "{stdout}");
+    assert_eq!(stdout.lines().count(), 4, "{stdout}");
+}
+
+#[test]
+fn invalid_k_is_an_error_not_a_panic() {
+    let out = lsr()
+        .args([
+            "encode",
+            "--checkpoint",
+            &fixture("bert"),
+            "--k",
+            "0",
+            "--text",
+            "a",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.contains("k must be finite and > 0"), "{stderr}");
+}
+
+#[test]
+fn a_backend_not_compiled_in_is_named() {
+    let out = lsr()
+        .args(["norms", &fixture("bert"), "--device", "rocm"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.contains("unknown backend `rocm`"), "{stderr}");
+}
+
+#[test]
+fn norms_json_reports_head_statistics_per_checkpoint() {
+    let out = lsr()
+        .args(["norms", &fixture("bert"), &fixture("modernbert"), "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows = json_lines(&out.stdout);
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows[1]["family"], "modernbert");
+    assert_eq!(rows[1]["tied"], true);
+    let (min, mean, max) = (
+        rows[1]["row_norm_min"].as_f64().unwrap(),
+        rows[1]["row_norm_mean"].as_f64().unwrap(),
+        rows[1]["row_norm_max"].as_f64().unwrap(),
+    );
+    assert!(0.0 < min && min <= mean && mean <= max);
+}
