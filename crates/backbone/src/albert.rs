@@ -8,10 +8,10 @@ use burn::nn::{Embedding, LayerNorm, Linear};
 use burn::prelude::*;
 use serde::Deserialize;
 
-use crate::config::default_true;
+use crate::config::{default_one, default_true, default_type_vocab};
 use crate::error::{BackboneError, Result};
 use crate::head::{HeadNames, HeadShape, MlmHead};
-use crate::layers::{Activation, PostLnBlock, PostLnNames, PostLnShape, padding_bias};
+use crate::layers::{Activation, PostLnBlock, PostLnNames, PostLnShape, leading_rows, run_post_ln};
 use crate::weights::Weights;
 
 #[derive(Clone, Debug, Deserialize)]
@@ -20,29 +20,21 @@ pub struct AlbertConfig {
     pub embedding_size: usize,
     pub hidden_size: usize,
     pub num_hidden_layers: usize,
-    #[serde(default = "one")]
+    #[serde(default = "default_one")]
     pub num_hidden_groups: usize,
-    #[serde(default = "one")]
+    #[serde(default = "default_one")]
     pub inner_group_num: usize,
     pub num_attention_heads: usize,
     pub intermediate_size: usize,
     pub hidden_act: String,
     pub max_position_embeddings: usize,
-    #[serde(default = "two")]
+    #[serde(default = "default_type_vocab")]
     pub type_vocab_size: usize,
     pub layer_norm_eps: f64,
     #[serde(default)]
     pub pad_token_id: u32,
     #[serde(default = "default_true")]
     pub tie_word_embeddings: bool,
-}
-
-fn one() -> usize {
-    1
-}
-
-fn two() -> usize {
-    2
 }
 
 const LAYER: PostLnNames = PostLnNames {
@@ -133,46 +125,28 @@ impl Albert {
         let head = MlmHead::load(
             w,
             &HEAD,
-            HeadShape {
-                hidden: h,
-                embedding: emb,
-                vocab: c.vocab_size,
-                eps: c.layer_norm_eps,
+            HeadShape::biased(
+                h,
+                emb,
+                c.vocab_size,
+                c.layer_norm_eps,
                 activation,
-                dense_bias: true,
-                norm_bias: true,
-                vocab_bias: true,
-                tied: c.tie_word_embeddings,
-            },
+                c.tie_word_embeddings,
+            ),
         )?;
         Ok((encoder, head))
     }
 
     pub fn forward(&self, ids: Tensor<2, Int>, mask: Tensor<2, Int>) -> Tensor<3> {
-        let len = ids.dims()[1];
-        let positions = self
-            .position_embeddings
-            .weight
-            .val()
-            .slice_dim(0, 0..len)
-            .unsqueeze::<3>();
-        let token_type = self
-            .token_type_embeddings
-            .weight
-            .val()
-            .slice_dim(0, 0..1)
-            .unsqueeze::<3>();
+        let positions = leading_rows(&self.position_embeddings, ids.dims()[1]);
+        let token_type = leading_rows(&self.token_type_embeddings, 1);
         let x = self
             .embeddings_norm
             .forward(self.word_embeddings.forward(ids) + positions + token_type);
-        let mut x = self.embedding_hidden_mapping_in.forward(x);
-        let bias = padding_bias(mask);
+        let x = self.embedding_hidden_mapping_in.forward(x);
+        // Layer i runs every inner layer of group floor(i / (layers / groups)).
         let layers_per_group = self.num_hidden_layers / self.groups.len();
-        for i in 0..self.num_hidden_layers {
-            for layer in &self.groups[i / layers_per_group] {
-                x = layer.forward(x, bias.clone());
-            }
-        }
-        x
+        let schedule = (0..self.num_hidden_layers).flat_map(|i| &self.groups[i / layers_per_group]);
+        run_post_ln(schedule, x, mask)
     }
 }

@@ -7,10 +7,10 @@ use burn::nn::{Embedding, LayerNorm};
 use burn::prelude::*;
 use serde::Deserialize;
 
-use crate::config::default_true;
+use crate::config::{default_true, default_type_vocab};
 use crate::error::{BackboneError, Result};
 use crate::head::{HeadNames, HeadShape, MlmHead};
-use crate::layers::{Activation, PostLnBlock, PostLnNames, PostLnShape, padding_bias};
+use crate::layers::{Activation, PostLnBlock, PostLnNames, PostLnShape, leading_rows, run_post_ln};
 use crate::weights::Weights;
 
 #[derive(Clone, Debug, Deserialize)]
@@ -31,10 +31,6 @@ pub struct BertConfig {
     pub position_embedding_type: String,
     #[serde(default = "default_true")]
     pub tie_word_embeddings: bool,
-}
-
-fn default_type_vocab() -> usize {
-    2
 }
 
 fn default_absolute() -> String {
@@ -149,22 +145,19 @@ impl Bert {
         let head = MlmHead::load(
             w,
             if roberta { &ROBERTA_HEAD } else { &BERT_HEAD },
-            HeadShape {
-                hidden: h,
-                embedding: h,
-                vocab: c.vocab_size,
-                eps: c.layer_norm_eps,
+            HeadShape::biased(
+                h,
+                h,
+                c.vocab_size,
+                c.layer_norm_eps,
                 // RoBERTa's head calls `gelu` directly, whatever `hidden_act` says.
-                activation: if roberta {
+                if roberta {
                     Activation::Gelu
                 } else {
                     activation
                 },
-                dense_bias: true,
-                norm_bias: true,
-                vocab_bias: true,
-                tied: c.tie_word_embeddings,
-            },
+                c.tie_word_embeddings,
+            ),
         )?;
         Ok((encoder, head))
     }
@@ -182,20 +175,9 @@ impl Bert {
             }
         };
         // Token type 0 for every token, as HF does for a single text.
-        let token_type = self
-            .token_type_embeddings
-            .weight
-            .val()
-            .slice_dim(0, 0..1)
-            .unsqueeze::<3>();
         let x = self.word_embeddings.forward(ids)
             + self.position_embeddings.forward(positions)
-            + token_type;
-        let mut x = self.embeddings_norm.forward(x);
-        let bias = padding_bias(mask);
-        for layer in &self.layers {
-            x = layer.forward(x, bias.clone());
-        }
-        x
+            + leading_rows(&self.token_type_embeddings, 1);
+        run_post_ln(&self.layers, self.embeddings_norm.forward(x), mask)
     }
 }

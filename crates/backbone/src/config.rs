@@ -102,7 +102,9 @@ impl ModelConfig {
         match &self.arch {
             ArchConfig::Bert(c) => c.max_position_embeddings,
             // RoBERTa's positions start after the padding index.
-            ArchConfig::Roberta(c) => c.max_position_embeddings - c.pad_token_id as usize - 1,
+            ArchConfig::Roberta(c) => c
+                .max_position_embeddings
+                .saturating_sub(c.pad_token_id as usize + 1),
             ArchConfig::DistilBert(c) => c.max_position_embeddings,
             ArchConfig::Albert(c) => c.max_position_embeddings,
             ArchConfig::Gte(c) => c.max_position_embeddings,
@@ -162,4 +164,13 @@ pub(crate) fn parse_json<T: DeserializeOwned>(path: &Path, text: &str) -> Result
 
 pub(crate) fn default_true() -> bool {
     true
+}
+
+pub(crate) fn default_one() -> usize {
+    1
+}
+
+/// BERT's and ALBERT's `type_vocab_size` default.
+pub(crate) fn default_type_vocab() -> usize {
+    2
 }

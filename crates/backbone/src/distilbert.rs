@@ -10,7 +10,7 @@ use serde::Deserialize;
 use crate::config::default_true;
 use crate::error::Result;
 use crate::head::{HeadNames, HeadShape, MlmHead};
-use crate::layers::{Activation, PostLnBlock, PostLnNames, PostLnShape, padding_bias};
+use crate::layers::{Activation, PostLnBlock, PostLnNames, PostLnShape, leading_rows, run_post_ln};
 use crate::weights::Weights;
 
 const LAYER_NORM_EPS: f64 = 1e-12;
@@ -84,36 +84,23 @@ impl DistilBert {
         let head = MlmHead::load(
             w,
             &HEAD,
-            HeadShape {
-                hidden: h,
-                embedding: h,
-                vocab: c.vocab_size,
-                eps: LAYER_NORM_EPS,
+            HeadShape::biased(
+                h,
+                h,
+                c.vocab_size,
+                LAYER_NORM_EPS,
                 activation,
-                dense_bias: true,
-                norm_bias: true,
-                vocab_bias: true,
-                tied: c.tie_word_embeddings,
-            },
+                c.tie_word_embeddings,
+            ),
         )?;
         Ok((encoder, head))
     }
 
     pub fn forward(&self, ids: Tensor<2, Int>, mask: Tensor<2, Int>) -> Tensor<3> {
-        let len = ids.dims()[1];
-        let positions = self
-            .position_embeddings
-            .weight
-            .val()
-            .slice_dim(0, 0..len)
-            .unsqueeze::<3>();
-        let mut x = self
+        let positions = leading_rows(&self.position_embeddings, ids.dims()[1]);
+        let x = self
             .embeddings_norm
             .forward(self.word_embeddings.forward(ids) + positions);
-        let bias = padding_bias(mask);
-        for layer in &self.layers {
-            x = layer.forward(x, bias.clone());
-        }
-        x
+        run_post_ln(&self.layers, x, mask)
     }
 }

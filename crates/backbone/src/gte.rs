@@ -9,10 +9,12 @@ use burn::nn::{Embedding, LayerNorm, Linear};
 use burn::prelude::*;
 use serde::Deserialize;
 
-use crate::config::default_true;
+use crate::config::{default_one, default_true};
 use crate::error::{BackboneError, Result};
 use crate::head::{HeadNames, HeadShape, MlmHead};
-use crate::layers::{Activation, Rope, attend, merge_heads, padding_bias, split_heads};
+use crate::layers::{
+    Activation, Rope, attend, leading_rows, merge_heads, padding_bias, split_heads,
+};
 use crate::weights::Weights;
 
 #[derive(Clone, Debug, Deserialize)]
@@ -24,7 +26,7 @@ pub struct GteConfig {
     pub intermediate_size: usize,
     pub hidden_act: String,
     pub max_position_embeddings: usize,
-    #[serde(default = "one")]
+    #[serde(default = "default_one")]
     pub type_vocab_size: usize,
     #[serde(default = "layer_norm")]
     pub layer_norm_type: String,
@@ -60,10 +62,6 @@ pub struct RopeScaling {
     pub factor: f64,
     #[serde(default)]
     pub mixed_b: Option<f64>,
-}
-
-fn one() -> usize {
-    1
 }
 
 fn layer_norm() -> String {
@@ -197,17 +195,7 @@ impl Gte {
         let head = MlmHead::load(
             w,
             &HEAD,
-            HeadShape {
-                hidden: h,
-                embedding: h,
-                vocab: c.vocab_size,
-                eps,
-                activation,
-                dense_bias: true,
-                norm_bias: true,
-                vocab_bias: true,
-                tied: c.tie_word_embeddings,
-            },
+            HeadShape::biased(h, h, c.vocab_size, eps, activation, c.tie_word_embeddings),
         )?;
         Ok((encoder, head))
     }
@@ -217,7 +205,7 @@ impl Gte {
         let device = ids.device();
         let mut x = self.word_embeddings.forward(ids);
         if let Some(token_type) = &self.token_type_embeddings {
-            x = x + token_type.weight.val().slice_dim(0, 0..1).unsqueeze::<3>();
+            x = x + leading_rows(token_type, 1);
         }
         let mut x = self.embeddings_norm.forward(x);
         let hidden = x.dims()[2];

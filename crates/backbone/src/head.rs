@@ -40,6 +40,31 @@ pub struct HeadShape {
     pub tied: bool,
 }
 
+impl HeadShape {
+    /// A head whose dense, norm and vocabulary bias all have biases (every family but
+    /// ModernBERT).
+    pub fn biased(
+        hidden: usize,
+        embedding: usize,
+        vocab: usize,
+        eps: f64,
+        activation: Activation,
+        tied: bool,
+    ) -> Self {
+        Self {
+            hidden,
+            embedding,
+            vocab,
+            eps,
+            activation,
+            dense_bias: true,
+            norm_bias: true,
+            vocab_bias: true,
+            tied,
+        }
+    }
+}
+
 #[derive(Module, Debug)]
 pub struct MlmHead {
     pub dense: Linear,

@@ -1,7 +1,7 @@
 //! Building blocks shared by several architectures: activations, attention with an additive
 //! mask, rotate-half RoPE, and the post-LN transformer block of BERT, DistilBERT and ALBERT.
 
-use burn::nn::{LayerNorm, Linear};
+use burn::nn::{Embedding, LayerNorm, Linear};
 use burn::prelude::*;
 use burn::tensor::activation;
 
@@ -145,6 +145,28 @@ impl Rope {
         let rotated = Tensor::cat(vec![second.neg(), first], 3);
         x * self.cos.clone() + rotated * self.sin.clone()
     }
+}
+
+/// The first `rows` rows of a learned embedding table as `[1, rows, dim]`, to broadcast over
+/// a batch: positions `0..L` of absolute position embeddings, or token type 0.
+pub fn leading_rows(embedding: &Embedding, rows: usize) -> Tensor<3> {
+    embedding
+        .weight
+        .val()
+        .slice_dim(0, 0..rows)
+        .unsqueeze::<3>()
+}
+
+/// Runs post-LN blocks in order over `x`, hiding padded keys.
+pub fn run_post_ln<'a>(
+    layers: impl IntoIterator<Item = &'a PostLnBlock>,
+    x: Tensor<3>,
+    mask: Tensor<2, Int>,
+) -> Tensor<3> {
+    let bias = padding_bias(mask);
+    layers
+        .into_iter()
+        .fold(x, |x, layer| layer.forward(x, bias.clone()))
 }
 
 /// The HF names of one post-LN block's tensors, relative to the layer's prefix.

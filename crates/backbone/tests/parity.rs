@@ -66,6 +66,10 @@ fn check(name: &str) {
         let other = Backbone::load(dir.to_str().unwrap(), &device, max_length).expect("load");
         let (_, _, device_logits) = logits_of(&other, &texts, &device);
         let diff = max_diff(&device_logits, &logits);
+        eprintln!(
+            "{name}: max |Δ logits| {spec} ({:?}) vs flex = {diff:e}",
+            device
+        );
         assert!(
             diff <= DEVICE_TOLERANCE,
             "{name}: max |Δ logits| {spec} vs flex = {diff:e}"
