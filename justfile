@@ -6,10 +6,10 @@ set shell := ["bash", "-euo", "pipefail", "-c"]
 default:
     @just --list
 
-# Every test: the workspace on flex, the encoder parity tests on WGPU (Mesa's software Vulkan
-# stands in for a GPU), and a compile check of the CUDA backend.
+# Every test: the workspace on flex, encoder parity on WGPU, a compile check of CUDA.
 test:
     cargo test --workspace
+    # WGPU runs on Mesa's software Vulkan (lavapipe) where there is no GPU.
     XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-/tmp}" LSR_TEST_DEVICE=wgpu cargo test -p lsr-backbone --features wgpu --test parity
     # The CUDA backend links a prebuilt LLVM that its build script downloads from GitHub, which
     # CI cannot reach; DOCS_RS=1 makes those build scripts skip it, and `check` links nothing.
@@ -23,7 +23,10 @@ fixtures python=".venv/bin/python":
 build *features:
     cargo build --release -p lsr-cli {{ if features == "" { "" } else { "--features " + features } }}
 
-# SPLADE encoding benchmark, lsr and PyTorch on the same machine.
-bench-encode device="flex" python=".venv/bin/python":
-    cargo run --release -p lsr-cli -- bench encode --device {{device}}
-    {{python}} scripts/bench/encode.py
+# SPLADE encoding benchmark, lsr then PyTorch on this machine, and their ratio.
+bench-encode device="flex" torch_device="cpu" python=".venv/bin/python":
+    cargo build --release -p lsr-cli {{ if device == "flex" { "" } else { "--features " + replace_regex(device, ":.*", "") } }}
+    lsr=$(target/release/lsr bench encode --device {{device}} --json); \
+    torch=$({{python}} scripts/bench/encode.py --device {{torch_device}}); \
+    echo "lsr:     $lsr"; echo "pytorch: $torch"; \
+    {{python}} -c 'import json,sys; a,b=(json.loads(x) for x in sys.argv[1:]); print("lsr/pytorch throughput: %.2f, peak RSS: %.2f" % (a["sequences_per_second"]/b["sequences_per_second"], a["peak_rss_mib"]/b["peak_rss_mib"]))' "$lsr" "$torch"

@@ -1,0 +1,35 @@
+use std::path::PathBuf;
+
+/// Errors name the file and, for content errors, the 1-based line.
+#[derive(Debug, thiserror::Error)]
+pub enum EvalError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}:{line}: {message}")]
+    Line {
+        path: PathBuf,
+        line: usize,
+        message: String,
+    },
+    #[error("{path}: {message}")]
+    File { path: PathBuf, message: String },
+    #[error(
+        "unknown measure `{0}`; expected e.g. mrr@10, ndcg@10, recall@1000, p@10, map, or trec_eval names (recip_rank, ndcg_cut_10, recall_100, P_10)"
+    )]
+    UnknownMeasure(String),
+}
+
+pub type Result<T, E = EvalError> = std::result::Result<T, E>;
+
+impl EvalError {
+    pub(crate) fn line(path: &std::path::Path, line: usize, message: impl Into<String>) -> Self {
+        Self::Line {
+            path: path.to_path_buf(),
+            line,
+            message: message.into(),
+        }
+    }
+}

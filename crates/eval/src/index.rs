@@ -1,0 +1,361 @@
+//! Exact retrieval over SPLADE vectors: an inverted index of impact postings, scored
+//! term-at-a-time into a dense accumulator, top k by a bounded heap, in parallel over queries.
+//! Ties are broken as trec_eval breaks them (document id descending), so the top k is the
+//! top k of the full ranking that trec_eval would evaluate.
+
+use std::cmp::{Ordering, Reverse};
+use std::collections::{BinaryHeap, HashMap};
+
+use rayon::prelude::*;
+
+use crate::trec::Run;
+
+/// A sparse vector: (term id, weight) pairs with weight > 0.
+pub type Sparse = [(u32, f32)];
+
+#[derive(Debug, thiserror::Error)]
+pub enum IndexError {
+    #[error("document `{0}` is indexed twice")]
+    DuplicateDocument(String),
+    #[error("document `{doc}`: term id {term} is outside the vocabulary of {vocab}")]
+    TermOutOfRange {
+        doc: String,
+        term: u32,
+        vocab: usize,
+    },
+    #[error("document `{doc}`: weight {weight} of term {term} is not finite and positive")]
+    BadWeight { doc: String, term: u32, weight: f32 },
+}
+
+pub struct InvertedIndex {
+    doc_ids: Vec<String>,
+    /// Rank of each document's id in byte order: equal scores rank the larger id first.
+    id_rank: Vec<u32>,
+    /// Postings of term t are `offsets[t]..offsets[t + 1]`.
+    offsets: Vec<usize>,
+    docs: Vec<u32>,
+    weights: Vec<f32>,
+}
+
+/// Collects documents, then lays their postings out contiguously by term.
+pub struct IndexBuilder {
+    vocab: usize,
+    doc_ids: Vec<String>,
+    seen: HashMap<String, u32>,
+    postings: Vec<Vec<(u32, f32)>>,
+}
+
+impl IndexBuilder {
+    pub fn new(vocab: usize) -> Self {
+        Self {
+            vocab,
+            doc_ids: Vec::new(),
+            seen: HashMap::new(),
+            postings: vec![Vec::new(); vocab],
+        }
+    }
+
+    pub fn add(&mut self, id: &str, vector: &Sparse) -> Result<(), IndexError> {
+        let number = self.doc_ids.len() as u32;
+        if self.seen.insert(id.to_string(), number).is_some() {
+            return Err(IndexError::DuplicateDocument(id.to_string()));
+        }
+        for &(term, weight) in vector {
+            if term as usize >= self.vocab {
+                return Err(IndexError::TermOutOfRange {
+                    doc: id.to_string(),
+                    term,
+                    vocab: self.vocab,
+                });
+            }
+            if !(weight.is_finite() && weight > 0.0) {
+                return Err(IndexError::BadWeight {
+                    doc: id.to_string(),
+                    term,
+                    weight,
+                });
+            }
+            self.postings[term as usize].push((number, weight));
+        }
+        self.doc_ids.push(id.to_string());
+        Ok(())
+    }
+
+    pub fn build(self) -> InvertedIndex {
+        let mut offsets = Vec::with_capacity(self.vocab + 1);
+        offsets.push(0);
+        let total: usize = self.postings.iter().map(Vec::len).sum();
+        let mut docs = Vec::with_capacity(total);
+        let mut weights = Vec::with_capacity(total);
+        for list in self.postings {
+            for (doc, weight) in list {
+                docs.push(doc);
+                weights.push(weight);
+            }
+            offsets.push(docs.len());
+        }
+        let mut by_id: Vec<u32> = (0..self.doc_ids.len() as u32).collect();
+        by_id.sort_unstable_by(|&a, &b| {
+            self.doc_ids[a as usize]
+                .as_bytes()
+                .cmp(self.doc_ids[b as usize].as_bytes())
+        });
+        let mut id_rank = vec![0u32; self.doc_ids.len()];
+        for (rank, doc) in by_id.into_iter().enumerate() {
+            id_rank[doc as usize] = rank as u32;
+        }
+        InvertedIndex {
+            doc_ids: self.doc_ids,
+            id_rank,
+            offsets,
+            docs,
+            weights,
+        }
+    }
+}
+
+/// Per-thread scoring memory, reused across queries.
+struct Scratch {
+    scores: Vec<f32>,
+    touched: Vec<u32>,
+}
+
+/// A candidate in the top-k heap: higher score first, then higher id rank.
+#[derive(PartialEq)]
+struct Candidate {
+    score: f32,
+    id_rank: u32,
+    doc: u32,
+}
+
+impl Eq for Candidate {}
+
+impl Ord for Candidate {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.score
+            .total_cmp(&other.score)
+            .then(self.id_rank.cmp(&other.id_rank))
+    }
+}
+
+impl PartialOrd for Candidate {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl InvertedIndex {
+    pub fn num_docs(&self) -> usize {
+        self.doc_ids.len()
+    }
+
+    pub fn vocab(&self) -> usize {
+        self.offsets.len() - 1
+    }
+
+    pub fn doc_id(&self, doc: u32) -> &str {
+        &self.doc_ids[doc as usize]
+    }
+
+    /// Number of documents whose vector has term t (its posting-list length).
+    pub fn document_frequency(&self, term: usize) -> usize {
+        self.offsets[term + 1] - self.offsets[term]
+    }
+
+    /// Bytes held by the postings and the id tables (not counting string heap overhead).
+    pub fn memory_bytes(&self) -> usize {
+        self.docs.len() * 4
+            + self.weights.len() * 4
+            + self.offsets.len() * 8
+            + self.id_rank.len() * 4
+            + self.doc_ids.iter().map(|d| d.len() + 24).sum::<usize>()
+    }
+
+    fn scratch(&self) -> Scratch {
+        Scratch {
+            scores: vec![0.0; self.num_docs()],
+            touched: Vec::new(),
+        }
+    }
+
+    /// The `k` best documents for `query` as (document number, score), best first.
+    fn search_with(&self, query: &Sparse, k: usize, scratch: &mut Scratch) -> Vec<(u32, f32)> {
+        for &(term, query_weight) in query {
+            let Some(range) = self.postings_range(term) else {
+                continue;
+            };
+            for (&doc, &weight) in self.docs[range.clone()].iter().zip(&self.weights[range]) {
+                let slot = &mut scratch.scores[doc as usize];
+                if *slot == 0.0 {
+                    scratch.touched.push(doc);
+                }
+                *slot += query_weight * weight;
+            }
+        }
+        let mut heap: BinaryHeap<Reverse<Candidate>> = BinaryHeap::with_capacity(k + 1);
+        for &doc in &scratch.touched {
+            let candidate = Candidate {
+                score: scratch.scores[doc as usize],
+                id_rank: self.id_rank[doc as usize],
+                doc,
+            };
+            scratch.scores[doc as usize] = 0.0;
+            if heap.len() < k {
+                heap.push(Reverse(candidate));
+            } else if heap.peek().is_some_and(|worst| candidate > worst.0) {
+                heap.pop();
+                heap.push(Reverse(candidate));
+            }
+        }
+        scratch.touched.clear();
+        let mut best: Vec<Candidate> = heap.into_iter().map(|r| r.0).collect();
+        best.sort_unstable_by(|a, b| b.cmp(a));
+        best.into_iter().map(|c| (c.doc, c.score)).collect()
+    }
+
+    fn postings_range(&self, term: u32) -> Option<std::ops::Range<usize>> {
+        let t = term as usize;
+        (t + 1 < self.offsets.len()).then(|| self.offsets[t]..self.offsets[t + 1])
+    }
+
+    /// Top `k` for one query.
+    pub fn search(&self, query: &Sparse, k: usize) -> Vec<(u32, f32)> {
+        self.search_with(query, k, &mut self.scratch())
+    }
+
+    /// Top `k` for every query, in parallel, as a run. Queries with non-positive or non-finite
+    /// weights keep only their positive finite terms.
+    pub fn retrieve(&self, queries: &[(String, Vec<(u32, f32)>)], k: usize) -> Run {
+        let results: Vec<(String, Vec<(String, f64)>)> = queries
+            .par_iter()
+            .map_init(
+                || self.scratch(),
+                |scratch, (id, vector)| {
+                    let terms: Vec<(u32, f32)> = vector
+                        .iter()
+                        .copied()
+                        .filter(|(_, w)| w.is_finite() && *w > 0.0)
+                        .collect();
+                    let hits = self.search_with(&terms, k, scratch);
+                    let docs = hits
+                        .into_iter()
+                        .map(|(doc, score)| (self.doc_id(doc).to_string(), score as f64))
+                        .collect();
+                    (id.clone(), docs)
+                },
+            )
+            .collect();
+        Run {
+            queries: results.into_iter().collect(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A deterministic pseudo-random sparse collection with quantised weights, so that many
+    /// scores tie.
+    fn collection(n: usize, vocab: u32, nnz: usize, seed: u64) -> Vec<Vec<(u32, f32)>> {
+        let mut state = seed;
+        let mut next = move || {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (state >> 33) as u32
+        };
+        (0..n)
+            .map(|_| {
+                let mut terms: Vec<u32> = (0..nnz).map(|_| next() % vocab).collect();
+                terms.sort_unstable();
+                terms.dedup();
+                terms
+                    .into_iter()
+                    .map(|t| (t, 0.5 * (1 + next() % 4) as f32))
+                    .collect()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn top_k_equals_brute_force_in_trec_eval_order() {
+        let docs = collection(500, 50, 6, 1);
+        let queries = collection(40, 50, 4, 2);
+        let mut builder = IndexBuilder::new(50);
+        // Ids whose byte order differs from insertion order: "d10" < "d9".
+        let ids: Vec<String> = (0..docs.len()).map(|i| format!("d{i}")).collect();
+        for (id, doc) in ids.iter().zip(&docs) {
+            builder.add(id, doc).unwrap();
+        }
+        let index = builder.build();
+        for query in &queries {
+            let mut all: Vec<(f32, &str)> = docs
+                .iter()
+                .zip(&ids)
+                .filter_map(|(doc, id)| {
+                    // Summed in query-term order, as term-at-a-time scoring sums.
+                    let mut score = 0.0f32;
+                    let mut hit = false;
+                    for &(t, qw) in query {
+                        if let Some(&(_, dw)) = doc.iter().find(|(dt, _)| *dt == t) {
+                            score += qw * dw;
+                            hit = true;
+                        }
+                    }
+                    hit.then_some((score, id.as_str()))
+                })
+                .collect();
+            all.sort_by(|a, b| b.0.total_cmp(&a.0).then(b.1.cmp(a.1)));
+            let expected: Vec<(&str, f32)> = all.iter().take(10).map(|(s, id)| (*id, *s)).collect();
+            let got: Vec<(&str, f32)> = index
+                .search(query, 10)
+                .into_iter()
+                .map(|(doc, score)| (index.doc_id(doc), score))
+                .collect();
+            assert_eq!(got, expected);
+        }
+    }
+
+    #[test]
+    fn bad_documents_are_refused_with_their_id() {
+        let mut builder = IndexBuilder::new(10);
+        builder.add("a", &[(1, 1.0)]).unwrap();
+        assert!(
+            matches!(builder.add("a", &[(2, 1.0)]), Err(IndexError::DuplicateDocument(d)) if d == "a")
+        );
+        assert!(matches!(
+            builder.add("b", &[(10, 1.0)]),
+            Err(IndexError::TermOutOfRange { .. })
+        ));
+        assert!(matches!(
+            builder.add("c", &[(3, f32::NAN)]),
+            Err(IndexError::BadWeight { .. })
+        ));
+    }
+
+    #[test]
+    fn parallel_retrieval_gives_a_run_per_query() {
+        let docs = collection(100, 20, 5, 3);
+        let mut builder = IndexBuilder::new(20);
+        for (i, doc) in docs.iter().enumerate() {
+            builder.add(&format!("doc{i}"), doc).unwrap();
+        }
+        let index = builder.build();
+        let queries: Vec<(String, Vec<(u32, f32)>)> = collection(8, 20, 3, 4)
+            .into_iter()
+            .enumerate()
+            .map(|(i, q)| (format!("q{i}"), q))
+            .collect();
+        let run = index.retrieve(&queries, 5);
+        assert_eq!(run.queries.len(), 8);
+        for (id, vector) in &queries {
+            let single: Vec<(String, f64)> = index
+                .search(vector, 5)
+                .into_iter()
+                .map(|(d, s)| (index.doc_id(d).to_string(), s as f64))
+                .collect();
+            assert_eq!(run.queries[id], single);
+        }
+    }
+}

@@ -1,0 +1,61 @@
+//! Per-query equality (1e-9) with pytrec_eval on a run with heavy ties, graded and binary
+//! qrels, judged queries missing from the run and retrieved documents missing from the qrels
+//! (`scripts/fixtures/trec_eval_fixtures.py`).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use lsr_eval::{Measure, Qrels, Run, evaluate};
+
+fn fixture(file: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../data/fixtures/trec_eval")
+        .join(file)
+}
+
+type Expected = BTreeMap<String, BTreeMap<String, BTreeMap<String, f64>>>;
+
+fn check(case: &str, qrels_file: &str, level: i32) {
+    let expected: Expected =
+        serde_json::from_str(&std::fs::read_to_string(fixture("expected.json")).unwrap()).unwrap();
+    let expected = &expected[case];
+    let qrels = Qrels::read(&fixture(qrels_file)).unwrap();
+    let run = Run::read(&fixture("run.txt")).unwrap();
+    let names: Vec<&String> = expected.values().next().unwrap().keys().collect();
+    let measures: Vec<Measure> = names.iter().map(|n| Measure::parse(n).unwrap()).collect();
+    let evaluation = evaluate(&run, &qrels, &measures, level);
+    assert_eq!(
+        evaluation.per_query.keys().collect::<Vec<_>>(),
+        expected.keys().collect::<Vec<_>>(),
+        "{case}: evaluated queries"
+    );
+    for (query, values) in expected {
+        for (name, measure) in names.iter().zip(&measures) {
+            let got = evaluation.per_query[query][&measure.name()];
+            let want = values[*name];
+            assert!(
+                (got - want).abs() <= 1e-9,
+                "{case} {query} {name}: {got} != pytrec_eval {want}"
+            );
+        }
+    }
+    assert_eq!(
+        evaluation.queries_without_results, 2,
+        "{case}: q5 and q9 are not in the run"
+    );
+}
+
+#[test]
+fn graded_qrels_at_default_relevance_level() {
+    check("graded_level1", "qrels.graded.txt", 1);
+}
+
+#[test]
+fn graded_qrels_with_binary_measures_at_level_two_as_trec_dl() {
+    check("graded_level2", "qrels.graded.txt", 2);
+}
+
+#[test]
+fn binary_beir_style_qrels_with_header() {
+    check("binary", "qrels.binary.tsv", 1);
+}
