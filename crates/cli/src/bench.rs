@@ -23,6 +23,47 @@ const BERT_BASE: &str = r#"{
 pub enum BenchCommand {
     /// SPLADE encoding (MLM logits + max pooling) with a random BERT-base-shaped model.
     Encode(EncodeBench),
+    /// Exact top-k retrieval over a synthetic SPLADE-like index (the same collection
+    /// `scripts/bench/retrieve.py` generates for scipy.sparse).
+    Retrieve(RetrieveBench),
+}
+
+#[derive(Args)]
+pub struct RetrieveBench {
+    #[arg(long, default_value_t = 1_000_000)]
+    docs: usize,
+    #[arg(long, default_value_t = 30_000)]
+    vocab: usize,
+    /// Zipf draws per document (duplicates merge: 165 draws give ~120 non-zeros).
+    #[arg(long, default_value_t = 165)]
+    doc_draws: usize,
+    /// Zipf draws per query (35 give ~30 non-zeros).
+    #[arg(long, default_value_t = 35)]
+    query_draws: usize,
+    #[arg(long, default_value_t = 1.0)]
+    zipf_exponent: f64,
+    #[arg(long, default_value_t = 1000)]
+    queries: usize,
+    #[arg(long, default_value_t = 10)]
+    k: usize,
+    /// Write the top-k lists here as a TREC run, for comparison with scipy's.
+    #[arg(long)]
+    run: Option<std::path::PathBuf>,
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Serialize)]
+struct RetrieveReport {
+    docs: usize,
+    queries: usize,
+    mean_doc_nonzeros: f64,
+    mean_query_nonzeros: f64,
+    threads: usize,
+    build_seconds: f64,
+    index_mib: f64,
+    queries_per_second: f64,
+    peak_rss_mib: Option<f64>,
 }
 
 #[derive(Args)]
@@ -55,7 +96,77 @@ struct EncodeReport {
 pub fn run(command: BenchCommand) -> Result<()> {
     match command {
         BenchCommand::Encode(args) => encode(args),
+        BenchCommand::Retrieve(args) => retrieve(args),
     }
+}
+
+/// Seeds of the synthetic collection; `scripts/bench/retrieve.py` uses the same.
+const DOC_SEED: u64 = 1;
+const QUERY_SEED: u64 = 2;
+
+fn retrieve(args: RetrieveBench) -> Result<()> {
+    use lsr_eval::synthetic::{Zipf, sparse_vector};
+    let zipf = Zipf::new(args.vocab, args.zipf_exponent);
+    let start = Instant::now();
+    let mut builder = lsr_eval::IndexBuilder::new(args.vocab);
+    let mut doc_nonzeros = 0;
+    for d in 0..args.docs {
+        let vector = sparse_vector(&zipf, DOC_SEED, d as u64, args.doc_draws);
+        doc_nonzeros += vector.len();
+        builder.add(&d.to_string(), &vector)?;
+    }
+    let index = builder.build();
+    let build_seconds = start.elapsed().as_secs_f64();
+    let queries: Vec<(String, Vec<(u32, f32)>)> = (0..args.queries)
+        .map(|q| {
+            (
+                q.to_string(),
+                sparse_vector(&zipf, QUERY_SEED, q as u64, args.query_draws),
+            )
+        })
+        .collect();
+    let start = Instant::now();
+    let run = index.retrieve(&queries, args.k);
+    let seconds = start.elapsed().as_secs_f64();
+    if let Some(path) = &args.run {
+        run.write(path, "lsr")?;
+    }
+    let report = RetrieveReport {
+        docs: args.docs,
+        queries: args.queries,
+        mean_doc_nonzeros: doc_nonzeros as f64 / args.docs.max(1) as f64,
+        mean_query_nonzeros: queries.iter().map(|(_, v)| v.len()).sum::<usize>() as f64
+            / args.queries.max(1) as f64,
+        threads: rayon_threads(),
+        build_seconds,
+        index_mib: index.memory_bytes() as f64 / (1024.0 * 1024.0),
+        queries_per_second: args.queries as f64 / seconds,
+        peak_rss_mib: peak_rss_mib(),
+    };
+    if args.json {
+        println!("{}", serde_json::to_string(&report)?);
+    } else {
+        println!(
+            "retrieve top-{} over {} docs ({:.1} non-zeros/doc, {:.1}/query, {} threads): \
+             {:.1} queries/s, index {:.0} MiB, built in {:.1} s, peak RSS {}",
+            args.k,
+            report.docs,
+            report.mean_doc_nonzeros,
+            report.mean_query_nonzeros,
+            report.threads,
+            report.queries_per_second,
+            report.index_mib,
+            report.build_seconds,
+            report
+                .peak_rss_mib
+                .map_or("unknown".into(), |m| format!("{m:.0} MiB"))
+        );
+    }
+    Ok(())
+}
+
+fn rayon_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 fn encode(args: EncodeBench) -> Result<()> {

@@ -1,8 +1,10 @@
 //! `lsr`: the command line of the lsr workspace. Each subcommand is a thin shell over a crate:
-//! `norms` (backbone head statistics), `encode` (SPLADE vectors), `bench` (speed and memory).
+//! `norms` (backbone head statistics), `encode` (SPLADE vectors), `evaluate` (measures of a
+//! run), `bench` (speed and memory).
 
 mod bench;
 mod encode;
+mod evaluate;
 mod norms;
 
 use std::process::ExitCode;
@@ -26,6 +28,8 @@ enum Command {
     Norms(norms::NormsArgs),
     /// Encode texts into SPLADE sparse vectors.
     Encode(encode::EncodeArgs),
+    /// trec_eval-exact measures of any TREC run against qrels.
+    Evaluate(evaluate::EvaluateArgs),
     /// Benchmarks (speed and peak memory); not tests.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
@@ -43,6 +47,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Norms(args) => norms::run(args),
         Command::Encode(args) => encode::run(args),
+        Command::Evaluate(args) => evaluate::run(args),
         Command::Bench(command) => bench::run(command),
     };
     match result {

@@ -8,6 +8,7 @@ pub mod error;
 pub mod flops;
 pub mod index;
 pub mod metrics;
+pub mod synthetic;
 pub mod trec;
 
 pub use error::{EvalError, Result};

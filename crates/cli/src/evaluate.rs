@@ -1,0 +1,63 @@
+use std::path::PathBuf;
+
+use anyhow::Result;
+use clap::Args;
+use lsr_eval::{Measure, Qrels, Run, evaluate};
+
+#[derive(Args)]
+pub struct EvaluateArgs {
+    /// A TREC run (`qid Q0 docid rank score tag`), plain or .gz.
+    #[arg(long)]
+    run: PathBuf,
+    /// TREC qrels (`qid iter docid rel`) or BEIR qrels (`query-id corpus-id score`), plain or .gz.
+    #[arg(long)]
+    qrels: PathBuf,
+    /// Measures: mrr@10, ndcg@10, recall@100, recall@1000, p@10, map, ndcg, recip_rank, or
+    /// trec_eval names (ndcg_cut_10, recall_1000, P_10).
+    #[arg(long, value_delimiter = ',', default_values_t = ["mrr@10".to_string(), "ndcg@10".into(), "recall@100".into(), "recall@1000".into()])]
+    measures: Vec<String>,
+    /// Grade from which a document counts as relevant for binary measures (trec_eval -l);
+    /// TREC DL uses 2. nDCG always uses the raw grades.
+    #[arg(long, default_value_t = 1)]
+    relevance_level: i32,
+    /// Print every query's values too (trec_eval -q).
+    #[arg(short = 'q', long)]
+    per_query: bool,
+    /// JSON: {"mean", "per_query", "queries_evaluated", "queries_without_results"}.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(args: EvaluateArgs) -> Result<()> {
+    let measures = args
+        .measures
+        .iter()
+        .map(|m| Measure::parse(m))
+        .collect::<Result<Vec<_>, _>>()?;
+    let qrels = Qrels::read(&args.qrels)?;
+    let run = Run::read(&args.run)?;
+    let evaluation = evaluate(&run, &qrels, &measures, args.relevance_level);
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&evaluation)?);
+        return Ok(());
+    }
+    if args.per_query {
+        for (query, values) in &evaluation.per_query {
+            for (name, value) in values {
+                println!("{name:<16}\t{query}\t{value:.4}");
+            }
+        }
+    }
+    println!("{:<16}\tall\t{}", "num_q", evaluation.queries_evaluated);
+    for (name, value) in &evaluation.mean {
+        println!("{name:<16}\tall\t{value:.4}");
+    }
+    if evaluation.queries_without_results > 0 {
+        eprintln!(
+            "note: {} judged queries have no results in the run and are not averaged (as \
+             pytrec_eval and trec_eval without -c)",
+            evaluation.queries_without_results
+        );
+    }
+    Ok(())
+}
