@@ -35,6 +35,8 @@ pub struct InvertedIndex {
     offsets: Vec<usize>,
     docs: Vec<u32>,
     weights: Vec<f32>,
+    /// Documents per block of the dense scoring path.
+    score_block: usize,
 }
 
 /// Collects documents, then lays their postings out contiguously by term.
@@ -110,9 +112,13 @@ impl IndexBuilder {
             offsets,
             docs,
             weights,
+            score_block: SCORE_BLOCK,
         }
     }
 }
+
+/// Documents scored together by the dense path: a 256 KiB accumulator, within L2.
+const SCORE_BLOCK: usize = 1 << 16;
 
 /// Per-thread scoring memory, reused across queries.
 struct Scratch {
@@ -232,18 +238,15 @@ impl InvertedIndex {
         // Queries of frequent terms touch most documents: then a branch-free accumulation and
         // one scan of all scores beats keeping a list of touched documents.
         let dense = postings > self.num_docs() / 8;
-        for &(term, query_weight) in query {
-            let Some(range) = self.postings_range(term) else {
-                continue;
-            };
-            let docs = &self.docs[range.clone()];
-            let weights = &self.weights[range];
-            if dense {
-                for (&doc, &weight) in docs.iter().zip(weights) {
-                    scratch.scores[doc as usize] += query_weight * weight;
-                }
-            } else {
-                for (&doc, &weight) in docs.iter().zip(weights) {
+        let mut top = TopK::new(k);
+        if dense {
+            self.score_in_blocks(query, scratch, &mut top);
+        } else {
+            for &(term, query_weight) in query {
+                let Some(range) = self.postings_range(term) else {
+                    continue;
+                };
+                for (&doc, &weight) in self.docs[range.clone()].iter().zip(&self.weights[range]) {
                     let slot = &mut scratch.scores[doc as usize];
                     if *slot == 0.0 {
                         scratch.touched.push(doc);
@@ -251,16 +254,6 @@ impl InvertedIndex {
                     *slot += query_weight * weight;
                 }
             }
-        }
-        let mut top = TopK::new(k);
-        if dense {
-            for (doc, score) in scratch.scores.iter_mut().enumerate() {
-                if *score > 0.0 {
-                    top.offer(*score, self.id_rank[doc], doc as u32);
-                    *score = 0.0;
-                }
-            }
-        } else {
             for &doc in &scratch.touched {
                 let score = std::mem::take(&mut scratch.scores[doc as usize]);
                 top.offer(score, self.id_rank[doc as usize], doc);
@@ -268,6 +261,36 @@ impl InvertedIndex {
             scratch.touched.clear();
         }
         top.into_sorted()
+    }
+
+    /// Scores one block of documents at a time, so that the accumulator the postings scatter
+    /// into stays in cache; postings are sorted by document, so each term's share of a block is
+    /// a contiguous slice. Every document is summed in query-term order, as in the other path.
+    fn score_in_blocks(&self, query: &Sparse, scratch: &mut Scratch, top: &mut TopK) {
+        let mut cursors: Vec<(std::ops::Range<usize>, f32)> = query
+            .iter()
+            .filter_map(|&(t, w)| self.postings_range(t).map(|r| (r, w)))
+            .collect();
+        for block_start in (0..self.num_docs()).step_by(self.score_block) {
+            let block_end = (block_start + self.score_block).min(self.num_docs());
+            let scores = &mut scratch.scores[..block_end - block_start];
+            for (range, query_weight) in &mut cursors {
+                let docs = &self.docs[range.clone()];
+                let inside = docs.partition_point(|&d| (d as usize) < block_end);
+                let weights = &self.weights[range.start..range.start + inside];
+                for (&doc, &weight) in docs[..inside].iter().zip(weights) {
+                    scores[doc as usize - block_start] += *query_weight * weight;
+                }
+                range.start += inside;
+            }
+            for (offset, score) in scores.iter_mut().enumerate() {
+                if *score > 0.0 {
+                    let doc = block_start + offset;
+                    top.offer(*score, self.id_rank[doc], doc as u32);
+                    *score = 0.0;
+                }
+            }
+        }
     }
 
     fn postings_range(&self, term: u32) -> Option<std::ops::Range<usize>> {
@@ -353,7 +376,9 @@ mod tests {
         for (id, doc) in ids.iter().zip(&docs) {
             builder.add(id, doc).unwrap();
         }
-        let index = builder.build();
+        let mut index = builder.build();
+        // Blocks smaller than the collection, so that the dense path crosses block borders.
+        index.score_block = 64;
         for query in &queries {
             let mut all: Vec<(f32, &str)> = docs
                 .iter()

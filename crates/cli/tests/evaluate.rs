@@ -1,0 +1,81 @@
+//! `lsr evaluate` on the pytrec_eval fixture: the means equal the mean of pytrec_eval's
+//! per-query values.
+
+use std::path::PathBuf;
+
+use assert_cmd::Command;
+
+fn fixture(file: &str) -> String {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../data/fixtures/trec_eval");
+    dir.join(file).to_str().unwrap().to_string()
+}
+
+#[test]
+fn means_match_pytrec_eval_at_trec_dl_relevance_level() {
+    let out = Command::cargo_bin("lsr")
+        .unwrap()
+        .args([
+            "evaluate",
+            "--run",
+            &fixture("run.txt"),
+            "--qrels",
+            &fixture("qrels.graded.txt"),
+        ])
+        .args([
+            "--measures",
+            "ndcg_cut_10,mrr@10,recall_100",
+            "--relevance-level",
+            "2",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let got: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let expected: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture("expected.json")).unwrap()).unwrap();
+    let per_query = expected["graded_level2"].as_object().unwrap();
+    for (ours, theirs) in [
+        ("ndcg@10", "ndcg_cut_10"),
+        ("mrr@10", "mrr@10"),
+        ("recall@100", "recall_100"),
+    ] {
+        let mean = per_query
+            .values()
+            .map(|v| v[theirs].as_f64().unwrap())
+            .sum::<f64>()
+            / per_query.len() as f64;
+        let value = got["mean"][ours].as_f64().unwrap();
+        assert!((value - mean).abs() < 1e-12, "{ours}: {value} != {mean}");
+    }
+    assert_eq!(got["queries_evaluated"], 10);
+    assert_eq!(got["queries_without_results"], 2);
+}
+
+#[test]
+fn a_malformed_run_is_reported_with_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("bad.run");
+    std::fs::write(&run, "q1 Q0 d1 1 1.0 x\nq1 Q0 d2 2 inf x\n").unwrap();
+    let out = Command::cargo_bin("lsr")
+        .unwrap()
+        .args([
+            "evaluate",
+            "--run",
+            run.to_str().unwrap(),
+            "--qrels",
+            &fixture("qrels.graded.txt"),
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        stderr.contains("bad.run:2: score `inf` is not finite"),
+        "{stderr}"
+    );
+}
