@@ -4,12 +4,14 @@
 //! vectors with an inverted index, and the FLOPs of the SPLADE papers. It works on any run,
 //! including runs made elsewhere, and knows nothing of models.
 
+pub mod datasets;
 pub mod error;
 pub mod flops;
 pub mod index;
 pub mod metrics;
 pub mod synthetic;
 pub mod trec;
+pub mod vectors;
 
 pub use error::{EvalError, Result};
 pub use flops::{Sparsity, sparsity};
