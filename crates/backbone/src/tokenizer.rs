@@ -70,6 +70,23 @@ impl TextTokenizer {
         self.max_length
     }
 
+    /// The same tokenizer truncating at `max_length` (queries and documents differ: 32 and
+    /// 256 in the SPLADE recipe).
+    pub fn with_max_length(&self, max_length: usize) -> Result<Self> {
+        let mut copy = self.clone();
+        copy.inner
+            .with_truncation(Some(TruncationParams {
+                max_length,
+                ..Default::default()
+            }))
+            .map_err(|e| BackboneError::Tokenizer {
+                path: self.path.clone(),
+                message: e.to_string(),
+            })?;
+        copy.max_length = max_length;
+        Ok(copy)
+    }
+
     /// Tokenises with the family's special tokens, truncates, right-pads to the longest text.
     pub fn encode_batch(&self, texts: &[&str]) -> Result<TokenBatch> {
         let encodings = self.inner.encode_batch(texts.to_vec(), true).map_err(|e| {

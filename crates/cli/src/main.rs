@@ -1,9 +1,10 @@
 //! `lsr`: the command line of the lsr workspace. Each subcommand is a thin shell over a crate:
-//! `norms` (backbone head statistics), `encode` (SPLADE vectors), `evaluate` (measures of a
-//! run), `bench` (speed and memory).
+//! `norms` (backbone head statistics), `encode` (SPLADE vectors), `eval` (a model on data sets),
+//! `evaluate` (measures of a run), `bench` (speed and memory).
 
 mod bench;
 mod encode;
+mod eval;
 mod evaluate;
 mod norms;
 
@@ -28,6 +29,8 @@ enum Command {
     Norms(norms::NormsArgs),
     /// Encode texts into SPLADE sparse vectors.
     Encode(encode::EncodeArgs),
+    /// Evaluate a SPLADE model on data sets: encode, index, retrieve, measure, FLOPs.
+    Eval(eval::EvalArgs),
     /// trec_eval-exact measures of any TREC run against qrels.
     Evaluate(evaluate::EvaluateArgs),
     /// Benchmarks (speed and peak memory); not tests.
@@ -47,6 +50,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Norms(args) => norms::run(args),
         Command::Encode(args) => encode::run(args),
+        Command::Eval(args) => eval::run(args),
         Command::Evaluate(args) => evaluate::run(args),
         Command::Bench(command) => bench::run(command),
     };

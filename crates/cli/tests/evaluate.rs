@@ -79,3 +79,57 @@ fn a_malformed_run_is_reported_with_file_and_line() {
         "{stderr}"
     );
 }
+
+#[test]
+fn eval_writes_metrics_for_a_beir_data_set() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("beir/mini");
+    std::fs::create_dir_all(dir.join("qrels")).unwrap();
+    std::fs::write(
+        dir.join("corpus.jsonl"),
+        "{\"_id\": \"a\", \"title\": \"France\", \"text\": \"paris is the capital\"}\n\
+         {\"_id\": \"b\", \"text\": \"boil an egg\"}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("queries.jsonl"),
+        "{\"_id\": \"q\", \"text\": \"capital of france\"}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("qrels/test.tsv"),
+        "query-id\tcorpus-id\tscore\nq\ta\t1\n",
+    )
+    .unwrap();
+    let checkpoint = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../data/fixtures/bert");
+    let out = root.path().join("out");
+    let status = Command::cargo_bin("lsr")
+        .unwrap()
+        .args([
+            "eval",
+            "--checkpoint",
+            checkpoint.to_str().unwrap(),
+            "--dataset",
+            "beir/mini",
+        ])
+        .args([
+            "--data-root",
+            root.path().to_str().unwrap(),
+            "--output",
+            out.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        status.status.success(),
+        "{}",
+        String::from_utf8_lossy(&status.stderr)
+    );
+    let metrics: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("beir_mini/metrics.json")).unwrap())
+            .unwrap();
+    assert_eq!(metrics["dataset"], "beir/mini");
+    assert_eq!(metrics["queries_evaluated"], 1);
+    assert!(metrics["metrics"]["ndcg@10"].as_f64().unwrap() > 0.0);
+    assert!(metrics["sparsity"]["flops"].as_f64().unwrap() > 0.0);
+}

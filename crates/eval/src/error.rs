@@ -16,6 +16,10 @@ pub enum EvalError {
     },
     #[error("{path}: {message}")]
     File { path: PathBuf, message: String },
+    #[error(transparent)]
+    Model(#[from] lsr_backbone::BackboneError),
+    #[error(transparent)]
+    Index(#[from] crate::index::IndexError),
     #[error(
         "unknown measure `{0}`; expected e.g. mrr@10, ndcg@10, recall@1000, p@10, map, or trec_eval names (recip_rank, ndcg_cut_10, recall_100, P_10)"
     )]

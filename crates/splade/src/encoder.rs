@@ -1,5 +1,5 @@
 use burn::prelude::*;
-use lsr_backbone::{Backbone, RescaleMode, Result};
+use lsr_backbone::{Backbone, RescaleMode, Result, TextTokenizer};
 
 /// The non-zero terms of one text, sorted by weight descending (ties by term id).
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -53,7 +53,16 @@ impl SpladeEncoder {
 
     /// Dense `[B, V]` SPLADE weights for one batch of texts.
     pub fn encode_dense(&self, texts: &[&str]) -> Result<Tensor<2>> {
-        let batch = self.backbone.tokenizer.encode_batch(texts)?;
+        self.encode_dense_with(&self.backbone.tokenizer, texts)
+    }
+
+    /// As [`Self::encode_dense`], tokenising with `tokenizer` (e.g. another max length).
+    pub fn encode_dense_with(
+        &self,
+        tokenizer: &TextTokenizer,
+        texts: &[&str],
+    ) -> Result<Tensor<2>> {
+        let batch = tokenizer.encode_batch(texts)?;
         let device = self.backbone.model.head.bias.val().device();
         let (ids, mask) = batch.to_tensors(&device);
         let logits = self.backbone.model.forward(ids, mask.clone());
@@ -63,9 +72,19 @@ impl SpladeEncoder {
     /// Sparse vectors for `texts`, encoded `batch_size` at a time so that the `[B, L, V]`
     /// logits stay bounded.
     pub fn encode(&self, texts: &[&str], batch_size: usize) -> Result<Vec<SparseVector>> {
+        self.encode_with(&self.backbone.tokenizer, texts, batch_size)
+    }
+
+    /// As [`Self::encode`], tokenising with `tokenizer`.
+    pub fn encode_with(
+        &self,
+        tokenizer: &TextTokenizer,
+        texts: &[&str],
+        batch_size: usize,
+    ) -> Result<Vec<SparseVector>> {
         let mut vectors = Vec::with_capacity(texts.len());
         for chunk in texts.chunks(batch_size.max(1)) {
-            let dense = self.encode_dense(chunk)?;
+            let dense = self.encode_dense_with(tokenizer, chunk)?;
             let [_, vocab] = dense.dims();
             let values = dense
                 .into_data()

@@ -1,0 +1,93 @@
+use std::path::PathBuf;
+
+use anyhow::Result;
+use clap::Args;
+use lsr_backbone::{Backbone, RescaleMode, parse_device};
+use lsr_eval::Measure;
+use lsr_eval::datasets::Dataset;
+use lsr_eval::pipeline::{EvalSettings, evaluate_dataset};
+use lsr_splade::SpladeEncoder;
+
+#[derive(Args)]
+pub struct EvalArgs {
+    /// Checkpoint directory or Hugging Face id.
+    #[arg(long)]
+    checkpoint: String,
+    /// Divide the MLM-head decoder by k before encoding.
+    #[arg(long, default_value_t = 1.0)]
+    k: f64,
+    /// With a tied decoder, rescale an untied copy instead of the shared matrix.
+    #[arg(long)]
+    untie: bool,
+    /// msmarco-dev, trec-dl-2019, beir/<name>, beir-13 (repeatable).
+    #[arg(long = "dataset", required = true)]
+    datasets: Vec<String>,
+    /// Where the data sets' standard files are (see README.md, Data).
+    #[arg(long, default_value = "data")]
+    data_root: PathBuf,
+    /// One subdirectory per data set receives vectors, run, metrics and per-query metrics.
+    #[arg(long)]
+    output: PathBuf,
+    #[arg(long, value_delimiter = ',', default_values_t = ["mrr@10".to_string(), "ndcg@10".into(), "recall@100".into(), "recall@1000".into()])]
+    measures: Vec<String>,
+    #[arg(long, default_value_t = 32)]
+    batch_size: usize,
+    #[arg(long, default_value_t = 32)]
+    query_max_length: usize,
+    #[arg(long, default_value_t = 256)]
+    doc_max_length: usize,
+    /// Documents retrieved per query.
+    #[arg(long, default_value_t = 1000)]
+    top_k: usize,
+    /// flex, wgpu[:N] or cuda[:N]; default: the best backend compiled in.
+    #[arg(long)]
+    device: Option<String>,
+}
+
+pub fn run(args: EvalArgs) -> Result<()> {
+    let measures = args
+        .measures
+        .iter()
+        .map(|m| Measure::parse(m))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut datasets = Vec::new();
+    for name in &args.datasets {
+        datasets.extend(Dataset::resolve(name, &args.data_root)?);
+    }
+    let device = parse_device(args.device.as_deref())?;
+    let max_length = args.doc_max_length.max(args.query_max_length);
+    let backbone = Backbone::load(&args.checkpoint, &device, max_length)?;
+    let mode = if args.untie {
+        RescaleMode::Untie
+    } else {
+        RescaleMode::Shared
+    };
+    let encoder = SpladeEncoder::new(backbone, args.k, mode)?;
+    let settings = EvalSettings {
+        batch_size: args.batch_size,
+        query_max_length: args.query_max_length,
+        doc_max_length: args.doc_max_length,
+        top_k: args.top_k,
+        measures,
+    };
+    for dataset in &datasets {
+        let out = args.output.join(dataset.name.replace('/', "_"));
+        let report = evaluate_dataset(&encoder, dataset, &settings, &out)?;
+        let metrics: Vec<String> = report
+            .metrics
+            .iter()
+            .map(|(name, value)| format!("{name} {value:.4}"))
+            .collect();
+        println!(
+            "{}: {} | FLOPs {:.3} | L0 q {:.1} d {:.1} | {} queries → {}",
+            report.dataset,
+            metrics.join(", "),
+            report.sparsity.flops,
+            report.sparsity.mean_query_l0,
+            report.sparsity.mean_doc_l0,
+            report.queries_evaluated,
+            out.display()
+        );
+    }
+    Ok(())
+}

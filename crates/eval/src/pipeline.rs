@@ -1,0 +1,164 @@
+//! A SPLADE model on a data set, end to end: encode the corpus in length-sorted batches
+//! (streamed, never held whole), index it, encode the queries, retrieve, evaluate, measure
+//! FLOPs, and write every artefact to an output directory:
+//!
+//! | file | content |
+//! |---|---|
+//! | `corpus.vectors`, `queries.vectors` | the sparse vectors ([`crate::vectors`]) |
+//! | `run.trec` | top-k per query, TREC format |
+//! | `metrics.json` | mean measures, FLOPs and L0, counts, settings |
+//! | `per_query.json` | every query's measures |
+
+use std::io::IsTerminal;
+use std::path::Path;
+use std::time::Instant;
+
+use indicatif::{ProgressBar, ProgressStyle};
+use lsr_splade::SpladeEncoder;
+use serde::Serialize;
+
+use crate::datasets::Dataset;
+use crate::error::{EvalError, Result};
+use crate::flops::{Sparsity, sparsity};
+use crate::index::IndexBuilder;
+use crate::metrics::{Measure, evaluate};
+use crate::vectors::VectorWriter;
+
+/// Documents read ahead and sorted by length before batching, so that a batch pads little.
+const SORT_WINDOW: usize = 4096;
+
+#[derive(Clone, Debug, Serialize)]
+pub struct EvalSettings {
+    pub batch_size: usize,
+    pub query_max_length: usize,
+    pub doc_max_length: usize,
+    pub top_k: usize,
+    #[serde(serialize_with = "measure_names")]
+    pub measures: Vec<Measure>,
+}
+
+fn measure_names<S: serde::Serializer>(measures: &[Measure], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_seq(measures.iter().map(Measure::name))
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct DatasetReport {
+    pub dataset: String,
+    pub metrics: std::collections::BTreeMap<String, f64>,
+    pub sparsity: Sparsity,
+    pub queries_evaluated: usize,
+    pub queries_without_results: usize,
+    pub relevance_level: i32,
+    pub encode_seconds: f64,
+    pub settings: EvalSettings,
+}
+
+pub fn evaluate_dataset(
+    encoder: &SpladeEncoder,
+    dataset: &Dataset,
+    settings: &EvalSettings,
+    out_dir: &Path,
+) -> Result<DatasetReport> {
+    let doc_tokenizer = encoder
+        .backbone
+        .tokenizer
+        .with_max_length(settings.doc_max_length)?;
+    let query_tokenizer = encoder
+        .backbone
+        .tokenizer
+        .with_max_length(settings.query_max_length)?;
+    let vocab = encoder.backbone.config.vocab_size();
+    let start = Instant::now();
+
+    let progress = progress_bar(&format!("{} corpus", dataset.name));
+    let mut builder = IndexBuilder::new(vocab);
+    let mut writer = VectorWriter::create(&out_dir.join("corpus.vectors"))?;
+    let mut window: Vec<(String, String)> = Vec::with_capacity(SORT_WINDOW);
+    let mut flush = |window: &mut Vec<(String, String)>| -> Result<()> {
+        window.sort_by_key(|(_, text)| text.len());
+        for batch in window.chunks(settings.batch_size.max(1)) {
+            let texts: Vec<&str> = batch.iter().map(|(_, t)| t.as_str()).collect();
+            let vectors = encoder.encode_with(&doc_tokenizer, &texts, texts.len())?;
+            for ((id, _), vector) in batch.iter().zip(vectors) {
+                builder.add(id, &vector.terms)?;
+                writer.write(id, &vector.terms)?;
+            }
+            progress.inc(batch.len() as u64);
+        }
+        window.clear();
+        Ok(())
+    };
+    dataset.for_each_document(|id, text| {
+        window.push((id.to_string(), text.to_string()));
+        if window.len() == SORT_WINDOW {
+            flush(&mut window)?;
+        }
+        Ok(())
+    })?;
+    flush(&mut window)?;
+    writer.finish()?;
+    progress.finish_and_clear();
+    let index = builder.build();
+
+    let (queries, qrels) = dataset.queries_and_qrels()?;
+    let texts: Vec<&str> = queries.iter().map(|(_, t)| t.as_str()).collect();
+    let vectors = encoder.encode_with(&query_tokenizer, &texts, settings.batch_size)?;
+    let encode_seconds = start.elapsed().as_secs_f64();
+    let mut query_writer = VectorWriter::create(&out_dir.join("queries.vectors"))?;
+    let queries: Vec<(String, Vec<(u32, f32)>)> = queries
+        .into_iter()
+        .zip(vectors)
+        .map(|((id, _), v)| (id, v.terms))
+        .collect();
+    for (id, terms) in &queries {
+        query_writer.write(id, terms)?;
+    }
+    query_writer.finish()?;
+
+    let run = dataset.prepare_run(index.retrieve(&queries, settings.top_k));
+    run.write(&out_dir.join("run.trec"), "lsr")?;
+    let evaluation = evaluate(&run, &qrels, &settings.measures, dataset.relevance_level);
+    let report = DatasetReport {
+        dataset: dataset.name.clone(),
+        metrics: evaluation.mean.clone(),
+        sparsity: sparsity(&index, queries.iter().map(|(_, v)| v.as_slice())),
+        queries_evaluated: evaluation.queries_evaluated,
+        queries_without_results: evaluation.queries_without_results,
+        relevance_level: dataset.relevance_level,
+        encode_seconds,
+        settings: settings.clone(),
+    };
+    write_json(&out_dir.join("per_query.json"), &evaluation.per_query)?;
+    write_json(&out_dir.join("metrics.json"), &report)?;
+    Ok(report)
+}
+
+/// Writes JSON to a temporary file and renames it into place.
+pub fn write_json(path: &Path, value: &impl Serialize) -> Result<()> {
+    let io = |source| EvalError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(io)?;
+    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(io)?;
+    serde_json::to_writer_pretty(tmp.as_file_mut(), value)
+        .map_err(|e| io(std::io::Error::other(e)))?;
+    tmp.persist(path).map_err(|e| io(e.error))?;
+    Ok(())
+}
+
+fn progress_bar(label: &str) -> ProgressBar {
+    if !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new_spinner().with_message(label.to_string());
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} {msg}: {human_pos} texts, {per_sec}, {elapsed}")
+            .expect("valid template"),
+    );
+    bar
+}
