@@ -15,9 +15,10 @@ test:
     # CI cannot reach; DOCS_RS=1 makes those build scripts skip it, and `check` links nothing.
     DOCS_RS=1 cargo check -p lsr-cli --features cuda
 
-# Regenerate the parity fixtures with transformers (needs the venv in scripts/fixtures/README.md).
+# Regenerate the fixtures with transformers and pytrec_eval (venv: scripts/fixtures/README.md).
 fixtures python=".venv/bin/python":
     {{python}} scripts/fixtures/generate.py
+    {{python}} scripts/fixtures/trec_eval_fixtures.py
 
 # Build the `lsr` binary (features: wgpu, cuda).
 build *features:
@@ -30,3 +31,11 @@ bench-encode device="flex" torch_device="cpu" python=".venv/bin/python":
     torch=$({{python}} scripts/bench/encode.py --device {{torch_device}}); \
     echo "lsr:     $lsr"; echo "pytorch: $torch"; \
     {{python}} -c 'import json,sys; a,b=(json.loads(x) for x in sys.argv[1:]); print("lsr/pytorch throughput: %.2f, peak RSS: %.2f" % (a["sequences_per_second"]/b["sequences_per_second"], a["peak_rss_mib"]/b["peak_rss_mib"]))' "$lsr" "$torch"
+
+# Exact retrieval benchmark, lsr then scipy.sparse on the same collection, and their ratio.
+bench-retrieve python=".venv/bin/python":
+    cargo build --release -p lsr-cli
+    lsr=$(target/release/lsr bench retrieve --json --run target/bench-retrieve.trec); \
+    scipy=$({{python}} scripts/bench/retrieve.py --compare target/bench-retrieve.trec); \
+    echo "lsr:   $lsr"; echo "scipy: $scipy"; \
+    {{python}} -c 'import json,sys; a,b=(json.loads(x) for x in sys.argv[1:]); print("lsr/scipy queries/s: %.1f, identical top-10: %s" % (a["queries_per_second"]/b["queries_per_second"], b["identical_top_k"]))' "$lsr" "$scipy"

@@ -1,8 +1,9 @@
 //! `lsr`: the command line of the lsr workspace. Each subcommand is a thin shell over a crate:
-//! `norms` (backbone head statistics), `encode` (SPLADE vectors), `eval` (a model on data sets),
-//! `evaluate` (measures of a run), `bench` (speed and memory).
+//! `norms` (backbone head statistics), `encode` (SPLADE vectors), `data` (evaluation data),
+//! `eval` (a model on data sets), `evaluate` (measures of a run), `bench` (speed and memory).
 
 mod bench;
+mod data;
 mod encode;
 mod eval;
 mod evaluate;
@@ -29,6 +30,9 @@ enum Command {
     Norms(norms::NormsArgs),
     /// Encode texts into SPLADE sparse vectors.
     Encode(encode::EncodeArgs),
+    /// Evaluation data: fetch and verify MS MARCO, TREC DL, BEIR, NanoBEIR.
+    #[command(subcommand)]
+    Data(data::DataCommand),
     /// Evaluate a SPLADE model on data sets: encode, index, retrieve, measure, FLOPs.
     Eval(eval::EvalArgs),
     /// trec_eval-exact measures of any TREC run against qrels.
@@ -50,6 +54,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Norms(args) => norms::run(args),
         Command::Encode(args) => encode::run(args),
+        Command::Data(command) => data::run(command),
         Command::Eval(args) => eval::run(args),
         Command::Evaluate(args) => evaluate::run(args),
         Command::Bench(command) => bench::run(command),

@@ -5,6 +5,7 @@
 //! | `msmarco-dev` | `msmarco/collection.tsv`, `msmarco/queries.dev.small.tsv`, `msmarco/qrels.dev.small.tsv` | grade ≥ 1 |
 //! | `trec-dl-2019` | `msmarco/collection.tsv`, `trec-dl-2019/msmarco-test2019-queries.tsv`, `trec-dl-2019/2019qrels-pass.txt` | grade ≥ 2 (nDCG graded) |
 //! | `beir/<name>` | `beir/<name>/corpus.jsonl`, `queries.jsonl`, `qrels/test.tsv` | grade ≥ 1 |
+//! | `nanobeir/<name>` | `nanobeir/Nano<Name>/{corpus,queries,qrels}/*.parquet` (the HF layout) | binary qrels |
 //!
 //! Each file may also be gzipped (`.gz` appended). BEIR documents are `title + " " + text`;
 //! BEIR queries are limited to those with judgements, and a hit whose document id equals the
@@ -15,6 +16,23 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{EvalError, Result};
 use crate::trec::{Qrels, Run, for_each_line};
+
+/// The NanoBEIR data sets (`zeta-alpha-ai/Nano<Name>` on the HF hub), 50 queries each.
+pub const NANOBEIR_13: [&str; 13] = [
+    "NanoArguAna",
+    "NanoClimateFEVER",
+    "NanoDBPedia",
+    "NanoFEVER",
+    "NanoFiQA2018",
+    "NanoHotpotQA",
+    "NanoMSMARCO",
+    "NanoNFCorpus",
+    "NanoNQ",
+    "NanoQuoraRetrieval",
+    "NanoSCIDOCS",
+    "NanoSciFact",
+    "NanoTouche2020",
+];
 
 /// The BEIR-13 data sets of the SPLADE papers (BEIR minus the non-public four and CQADupStack).
 pub const BEIR_13: [&str; 13] = [
@@ -39,6 +57,8 @@ pub enum CorpusFormat {
     Tsv,
     /// `{"_id", "title", "text"}` per line (BEIR).
     Jsonl,
+    /// Columns `_id`, `text` (NanoBEIR); qrels `query-id`, `corpus-id`.
+    Parquet,
 }
 
 /// A data set's files and evaluation conventions.
@@ -63,6 +83,12 @@ impl Dataset {
             return BEIR_13
                 .iter()
                 .map(|d| Self::resolve_one(&format!("beir/{d}"), root))
+                .collect();
+        }
+        if name == "nanobeir-13" {
+            return NANOBEIR_13
+                .iter()
+                .map(|d| Self::resolve_one(&format!("nanobeir/{d}"), root))
                 .collect();
         }
         Ok(vec![Self::resolve_one(name, root)?])
@@ -95,13 +121,40 @@ impl Dataset {
                     judged_queries_only: true,
                 }
             }
+            other if other.starts_with("nanobeir/") => {
+                let requested = &other["nanobeir/".len()..];
+                let canonical = NANOBEIR_13
+                    .iter()
+                    .find(|n| {
+                        n.eq_ignore_ascii_case(requested)
+                            || n["Nano".len()..].eq_ignore_ascii_case(requested)
+                    })
+                    .ok_or_else(|| EvalError::File {
+                        path: root.join("nanobeir"),
+                        message: format!(
+                            "unknown NanoBEIR set `{requested}`; expected one of {}",
+                            NANOBEIR_13.join(", ")
+                        ),
+                    })?;
+                let dir = root.join("nanobeir").join(canonical);
+                Dataset {
+                    name: format!("nanobeir/{canonical}"),
+                    corpus: find_parquet(&dir.join("corpus"))?,
+                    corpus_format: CorpusFormat::Parquet,
+                    queries: find_parquet(&dir.join("queries"))?,
+                    qrels: find_parquet(&dir.join("qrels"))?,
+                    relevance_level: 1,
+                    ignore_identical_ids: false,
+                    judged_queries_only: true,
+                }
+            }
             other => {
                 let Some(beir) = other.strip_prefix("beir/") else {
                     return Err(EvalError::File {
                         path: root.to_path_buf(),
                         message: format!(
                             "unknown data set `{other}`; expected msmarco-dev, trec-dl-2019, \
-                             beir/<name> or beir-13"
+                             beir/<name>, beir-13, nanobeir/<name> or nanobeir-13"
                         ),
                     });
                 };
@@ -139,11 +192,13 @@ impl Dataset {
 
     /// The queries to evaluate, in file order, with the judgements.
     pub fn queries_and_qrels(&self) -> Result<(Vec<(String, String)>, Qrels)> {
-        let qrels = Qrels::read(&self.qrels)?;
-        let format = if self.queries.to_string_lossy().contains(".jsonl") {
-            CorpusFormat::Jsonl
+        let name = self.queries.to_string_lossy();
+        let (qrels, format) = if name.ends_with(".parquet") {
+            (parquet_qrels(&self.qrels)?, CorpusFormat::Parquet)
+        } else if name.contains(".jsonl") {
+            (Qrels::read(&self.qrels)?, CorpusFormat::Jsonl)
         } else {
-            CorpusFormat::Tsv
+            (Qrels::read(&self.qrels)?, CorpusFormat::Tsv)
         };
         let mut queries = Vec::new();
         let mut seen = HashSet::new();
@@ -201,12 +256,101 @@ fn find(dir: &Path, file: &str) -> Result<PathBuf> {
     })
 }
 
-/// Streams `(line, id, text)` records of a TSV (`id<TAB>text`) or BEIR JSONL file.
+/// The one `.parquet` file of a NanoBEIR split directory.
+fn find_parquet(dir: &Path) -> Result<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|e| e == "parquet"))
+                .collect()
+        })
+        .unwrap_or_default();
+    files.sort();
+    files.into_iter().next().ok_or_else(|| EvalError::File {
+        path: dir.to_path_buf(),
+        message: "no .parquet file; fetch the set with `lsr data fetch nanobeir/<name>` or copy                   the HF dataset's files there"
+            .into(),
+    })
+}
+
+fn parquet_error(path: &Path, e: impl std::fmt::Display) -> EvalError {
+    EvalError::File {
+        path: path.to_path_buf(),
+        message: format!("cannot read parquet: {e}"),
+    }
+}
+
+/// The string columns `names` of a parquet file, row by row.
+fn parquet_columns(path: &Path, names: &[&str]) -> Result<Vec<Vec<Option<String>>>> {
+    use polars::prelude::*;
+    let file = std::fs::File::open(path).map_err(|source| EvalError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let frame = ParquetReader::new(file)
+        .finish()
+        .map_err(|e| parquet_error(path, e))?;
+    names
+        .iter()
+        .map(|name| {
+            let column = frame
+                .column(name)
+                .map_err(|_| parquet_error(path, format!("no column `{name}`")))?
+                .cast(&DataType::String)
+                .map_err(|e| parquet_error(path, e))?;
+            let strings = column.str().map_err(|e| parquet_error(path, e))?;
+            Ok(strings.iter().map(|v| v.map(str::to_string)).collect())
+        })
+        .collect()
+}
+
+/// NanoBEIR qrels: `query-id`, `corpus-id`, every pair relevant (grade 1).
+fn parquet_qrels(path: &Path) -> Result<Qrels> {
+    let columns = parquet_columns(path, &["query-id", "corpus-id"])?;
+    let mut qrels = Qrels::default();
+    for (row, (query, doc)) in columns[0].iter().zip(&columns[1]).enumerate() {
+        let (Some(query), Some(doc)) = (query, doc) else {
+            return Err(EvalError::line(path, row + 1, "null id (row number)"));
+        };
+        qrels
+            .queries
+            .entry(query.clone())
+            .or_default()
+            .insert(doc.clone(), 1);
+    }
+    if qrels.queries.is_empty() {
+        return Err(EvalError::File {
+            path: path.to_path_buf(),
+            message: "no judgements".into(),
+        });
+    }
+    Ok(qrels)
+}
+
+/// Streams `(line, id, text)` records of a TSV (`id<TAB>text`), BEIR JSONL or NanoBEIR
+/// parquet file (for parquet, "line" is the row number).
 fn read_records(
     path: &Path,
     format: &CorpusFormat,
     mut each: impl FnMut(usize, &str, &str) -> Result<()>,
 ) -> Result<()> {
+    if *format == CorpusFormat::Parquet {
+        let columns = parquet_columns(path, &["_id", "text"])?;
+        if columns[0].is_empty() {
+            return Err(EvalError::File {
+                path: path.to_path_buf(),
+                message: "empty file".into(),
+            });
+        }
+        for (row, (id, text)) in columns[0].iter().zip(&columns[1]).enumerate() {
+            let Some(id) = id else {
+                return Err(EvalError::line(path, row + 1, "null `_id` (row number)"));
+            };
+            each(row + 1, id, text.as_deref().unwrap_or(""))?;
+        }
+        return Ok(());
+    }
     #[derive(serde::Deserialize)]
     struct Record {
         #[serde(rename = "_id")]
@@ -221,31 +365,27 @@ fn read_records(
             return Ok(());
         }
         any = true;
-        match format {
-            CorpusFormat::Tsv => {
-                let Some((id, text)) = content.split_once('\t') else {
-                    return Err(EvalError::line(path, line, "expected `id<TAB>text`"));
-                };
-                each(line, id, text)
-            }
-            CorpusFormat::Jsonl => {
-                let record: Record = serde_json::from_str(content).map_err(|e| {
-                    EvalError::line(
-                        path,
-                        line,
-                        format!("expected {{\"_id\", \"title\", \"text\"}}: {e}"),
-                    )
-                })?;
-                if record.title.is_empty() {
-                    each(line, &record.id, &record.text)
-                } else {
-                    each(
-                        line,
-                        &record.id,
-                        &format!("{} {}", record.title, record.text),
-                    )
-                }
-            }
+        if *format == CorpusFormat::Tsv {
+            let Some((id, text)) = content.split_once('\t') else {
+                return Err(EvalError::line(path, line, "expected `id<TAB>text`"));
+            };
+            return each(line, id, text);
+        }
+        let record: Record = serde_json::from_str(content).map_err(|e| {
+            EvalError::line(
+                path,
+                line,
+                format!("expected {{\"_id\", \"title\", \"text\"}}: {e}"),
+            )
+        })?;
+        if record.title.is_empty() {
+            each(line, &record.id, &record.text)
+        } else {
+            each(
+                line,
+                &record.id,
+                &format!("{} {}", record.title, record.text),
+            )
         }
     })?;
     if !any {
@@ -370,6 +510,53 @@ mod tests {
         })
         .unwrap();
         assert_eq!(n, 2);
+    }
+
+    #[test]
+    fn nanobeir_parquet_layout_is_read_with_polars() {
+        use polars::prelude::*;
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("nanobeir/NanoSciFact");
+        let save = |split: &str, mut frame: DataFrame| {
+            std::fs::create_dir_all(dir.join(split)).unwrap();
+            let file = std::fs::File::create(dir.join(split).join("train-00000-of-00001.parquet"))
+                .unwrap();
+            ParquetWriter::new(file).finish(&mut frame).unwrap();
+        };
+        save(
+            "corpus",
+            df!("_id" => ["d1", "d2"], "text" => ["first", "second"]).unwrap(),
+        );
+        save(
+            "queries",
+            df!("_id" => ["q1", "q2"], "text" => ["judged", "not judged"]).unwrap(),
+        );
+        save(
+            "qrels",
+            df!("query-id" => ["q1"], "corpus-id" => ["d2"]).unwrap(),
+        );
+        let dataset = Dataset::resolve("nanobeir/scifact", root.path())
+            .unwrap()
+            .remove(0);
+        assert_eq!(dataset.name, "nanobeir/NanoSciFact");
+        let mut docs = Vec::new();
+        dataset
+            .for_each_document(|id, text| {
+                docs.push(format!("{id}:{text}"));
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(docs, ["d1:first", "d2:second"]);
+        let (queries, qrels) = dataset.queries_and_qrels().unwrap();
+        assert_eq!(queries, vec![("q1".to_string(), "judged".to_string())]);
+        assert_eq!(qrels.queries["q1"]["d2"], 1);
+        let missing = Dataset::resolve("nanobeir-13", root.path())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            missing.contains("NanoArguAna/corpus") && missing.contains("no .parquet"),
+            "{missing}"
+        );
     }
 
     #[test]

@@ -7,6 +7,7 @@
 
 pub mod datasets;
 pub mod error;
+pub mod fetch;
 pub mod flops;
 pub mod index;
 pub mod metrics;

@@ -1,0 +1,449 @@
+//! `lsr data fetch`: downloads a data set's standard files from their canonical public
+//! locations into the data root, then checks what it got (the files parse, the number of
+//! evaluated queries is the published one). Offline, or when a download fails, the error names
+//! every file expected, where it goes and where it comes from.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use crate::datasets::{BEIR_13, Dataset, NANOBEIR_13};
+use crate::error::{EvalError, Result};
+
+const MSMARCO: &str = "https://msmarco.z22.web.core.windows.net/msmarcoranking";
+const BEIR: &str = "https://public.ukp.informatik.tu-darmstadt.de/thakur/BEIR/datasets";
+
+/// How a downloaded file becomes files under the data root (destinations relative to it).
+#[derive(Clone, Debug)]
+pub enum Payload {
+    /// Members of a `.tar.gz`, matched by path suffix, and where each goes.
+    TarGz(Vec<(String, PathBuf)>),
+    /// Members of a `.zip`, matched by path suffix, and where each goes.
+    Zip(Vec<(String, PathBuf)>),
+    /// The download is the file.
+    File(PathBuf),
+}
+
+#[derive(Clone, Debug)]
+pub enum Download {
+    Url {
+        url: String,
+        payload: Payload,
+    },
+    /// A file of a Hugging Face dataset repository, through the hub cache.
+    HubDataset {
+        repo: String,
+        file: String,
+        dest: PathBuf,
+    },
+}
+
+impl Download {
+    /// Files (relative to the data root) this download provides.
+    pub fn destinations(&self) -> Vec<&Path> {
+        match self {
+            Self::Url { payload, .. } => match payload {
+                Payload::TarGz(m) | Payload::Zip(m) => m.iter().map(|(_, d)| d.as_path()).collect(),
+                Payload::File(d) => vec![d.as_path()],
+            },
+            Self::HubDataset { dest, .. } => vec![dest.as_path()],
+        }
+    }
+
+    pub fn origin(&self) -> String {
+        match self {
+            Self::Url { url, .. } => url.clone(),
+            Self::HubDataset { repo, file, .. } => {
+                format!("https://huggingface.co/datasets/{repo}/resolve/main/{file}")
+            }
+        }
+    }
+}
+
+/// The downloads a data set (or group) needs.
+pub fn plan(name: &str) -> Result<Vec<Download>> {
+    let members = |pairs: &[(&str, &str)]| {
+        pairs
+            .iter()
+            .map(|(m, d)| (m.to_string(), PathBuf::from(d)))
+            .collect::<Vec<_>>()
+    };
+    Ok(match name {
+        "msmarco-dev" => vec![Download::Url {
+            url: format!("{MSMARCO}/collectionandqueries.tar.gz"),
+            payload: Payload::TarGz(members(&[
+                ("collection.tsv", "msmarco/collection.tsv"),
+                ("queries.dev.small.tsv", "msmarco/queries.dev.small.tsv"),
+                ("qrels.dev.small.tsv", "msmarco/qrels.dev.small.tsv"),
+            ])),
+        }],
+        "trec-dl-2019" => {
+            let mut downloads = plan("msmarco-dev")?;
+            downloads.push(Download::Url {
+                url: format!("{MSMARCO}/msmarco-test2019-queries.tsv.gz"),
+                payload: Payload::File("trec-dl-2019/msmarco-test2019-queries.tsv.gz".into()),
+            });
+            downloads.push(Download::Url {
+                url: "https://trec.nist.gov/data/deep/2019qrels-pass.txt".into(),
+                payload: Payload::File("trec-dl-2019/2019qrels-pass.txt".into()),
+            });
+            downloads
+        }
+        "beir-13" => BEIR_13
+            .iter()
+            .map(|d| plan(&format!("beir/{d}")))
+            .collect::<Result<Vec<_>>>()?
+            .concat(),
+        "nanobeir-13" => NANOBEIR_13
+            .iter()
+            .map(|d| plan(&format!("nanobeir/{d}")))
+            .collect::<Result<Vec<_>>>()?
+            .concat(),
+        other if other.starts_with("beir/") => {
+            let set = &other["beir/".len()..];
+            let dir = format!("beir/{set}");
+            vec![Download::Url {
+                url: format!("{BEIR}/{set}.zip"),
+                payload: Payload::Zip(vec![
+                    (
+                        format!("{set}/corpus.jsonl"),
+                        format!("{dir}/corpus.jsonl").into(),
+                    ),
+                    (
+                        format!("{set}/queries.jsonl"),
+                        format!("{dir}/queries.jsonl").into(),
+                    ),
+                    (
+                        format!("{set}/qrels/test.tsv"),
+                        format!("{dir}/qrels/test.tsv").into(),
+                    ),
+                ]),
+            }]
+        }
+        other if other.starts_with("nanobeir/") => {
+            let requested = &other["nanobeir/".len()..];
+            let set = NANOBEIR_13
+                .iter()
+                .find(|n| {
+                    n.eq_ignore_ascii_case(requested) || n[4..].eq_ignore_ascii_case(requested)
+                })
+                .ok_or_else(|| EvalError::File {
+                    path: PathBuf::from("nanobeir"),
+                    message: format!("unknown NanoBEIR set `{requested}`"),
+                })?;
+            ["corpus", "queries", "qrels"]
+                .iter()
+                .map(|split| {
+                    let file = format!("{split}/train-00000-of-00001.parquet");
+                    Download::HubDataset {
+                        repo: format!("zeta-alpha-ai/{set}"),
+                        dest: format!("nanobeir/{set}/{file}").into(),
+                        file,
+                    }
+                })
+                .collect()
+        }
+        other => {
+            return Err(EvalError::File {
+                path: PathBuf::from(other),
+                message: "unknown data set; expected msmarco-dev, trec-dl-2019, beir/<name>, \
+                          beir-13, nanobeir/<name> or nanobeir-13"
+                    .into(),
+            });
+        }
+    })
+}
+
+/// Number of evaluated queries each set is published with.
+pub fn expected_queries(dataset: &str) -> Option<usize> {
+    let beir = [
+        ("arguana", 1406),
+        ("climate-fever", 1535),
+        ("dbpedia-entity", 400),
+        ("fever", 6666),
+        ("fiqa", 648),
+        ("hotpotqa", 7405),
+        ("nfcorpus", 323),
+        ("nq", 3452),
+        ("quora", 10000),
+        ("scidocs", 1000),
+        ("scifact", 300),
+        ("trec-covid", 50),
+        ("webis-touche2020", 49),
+    ];
+    match dataset {
+        "msmarco-dev" => Some(6980),
+        "trec-dl-2019" => Some(43),
+        "nanobeir/NanoTouche2020" => Some(49),
+        d if d.starts_with("nanobeir/") => Some(50),
+        d => beir
+            .iter()
+            .find(|(n, _)| d.strip_prefix("beir/") == Some(n))
+            .map(|(_, q)| *q),
+    }
+}
+
+/// Fetches what is missing, then verifies every set; returns `(name, evaluated queries)`.
+pub fn fetch(name: &str, root: &Path, offline: bool) -> Result<Vec<(String, usize)>> {
+    for download in plan(name)? {
+        if download
+            .destinations()
+            .iter()
+            .all(|d| root.join(d).is_file())
+        {
+            continue;
+        }
+        if offline {
+            return Err(missing(&download, root, "offline"));
+        }
+        let fetched = match &download {
+            Download::HubDataset { repo, file, dest } => hub_file(repo, file, &root.join(dest)),
+            Download::Url { url, payload } => get(url, root).and_then(|archive| {
+                let result = install(&archive, payload, root);
+                let _ = std::fs::remove_file(&archive);
+                result
+            }),
+        };
+        fetched.map_err(|e| missing(&download, root, &e.to_string()))?;
+    }
+    verify(name, root)
+}
+
+/// Parses every set of `name` under `root` and checks its number of evaluated queries.
+pub fn verify(name: &str, root: &Path) -> Result<Vec<(String, usize)>> {
+    let mut checked = Vec::new();
+    for dataset in Dataset::resolve(name, root)? {
+        let (queries, _) = dataset.queries_and_qrels()?;
+        if let Some(expected) = expected_queries(&dataset.name)
+            && expected != queries.len()
+        {
+            return Err(EvalError::File {
+                path: dataset.queries.clone(),
+                message: format!(
+                    "{} has {} evaluated queries, the published set has {expected}",
+                    dataset.name,
+                    queries.len()
+                ),
+            });
+        }
+        checked.push((dataset.name.clone(), queries.len()));
+    }
+    Ok(checked)
+}
+
+fn missing(download: &Download, root: &Path, why: &str) -> EvalError {
+    let files: Vec<String> = download
+        .destinations()
+        .iter()
+        .map(|d| root.join(d).display().to_string())
+        .collect();
+    EvalError::File {
+        path: root.to_path_buf(),
+        message: format!(
+            "cannot fetch {} ({why}); download it on a machine with network access and put {} in place",
+            download.origin(),
+            files.join(", ")
+        ),
+    }
+}
+
+/// Downloads `url` into a temporary file under `root`.
+fn get(url: &str, root: &Path) -> Result<PathBuf> {
+    let io = |source| EvalError::Io {
+        path: root.to_path_buf(),
+        source,
+    };
+    std::fs::create_dir_all(root).map_err(io)?;
+    let response = ureq::get(url)
+        .call()
+        .map_err(|e| io(std::io::Error::other(e)))?;
+    let mut body = response.into_body();
+    let (mut file, path) = tempfile::NamedTempFile::new_in(root)
+        .map_err(io)?
+        .keep()
+        .map_err(|e| io(e.error))?;
+    std::io::copy(&mut body.as_reader(), &mut file).map_err(io)?;
+    Ok(path)
+}
+
+fn hub_file(repo: &str, file: &str, dest: &Path) -> Result<()> {
+    let io = |source| EvalError::Io {
+        path: dest.to_path_buf(),
+        source,
+    };
+    let api = hf_hub::api::sync::ApiBuilder::from_env()
+        .build()
+        .map_err(|e| io(std::io::Error::other(e)))?;
+    let cached = api
+        .dataset(repo.to_string())
+        .get(file)
+        .map_err(|e| io(std::io::Error::other(e)))?;
+    std::fs::create_dir_all(dest.parent().unwrap_or(Path::new("."))).map_err(io)?;
+    std::fs::copy(&cached, dest).map_err(io)?;
+    Ok(())
+}
+
+/// Extracts the payload's members of `archive` to their places under `root`; every member
+/// must be found.
+pub fn install(archive: &Path, payload: &Payload, root: &Path) -> Result<()> {
+    let io = |path: &Path, source| EvalError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let open = || std::fs::File::open(archive).map_err(|e| io(archive, e));
+    let write = |dest: &Path, reader: &mut dyn Read| -> Result<()> {
+        let dest = root.join(dest);
+        let dir = dest.parent().unwrap_or(root);
+        std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
+        let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| io(dir, e))?;
+        std::io::copy(reader, tmp.as_file_mut()).map_err(|e| io(&dest, e))?;
+        tmp.persist(&dest).map_err(|e| io(&dest, e.error))?;
+        Ok(())
+    };
+    let matches =
+        |name: &str, member: &str| name == member || name.ends_with(&format!("/{member}"));
+    let mut found = Vec::new();
+    match payload {
+        Payload::File(dest) => {
+            write(dest, &mut open()?)?;
+            return Ok(());
+        }
+        Payload::TarGz(members) => {
+            let mut tar = tar::Archive::new(flate2::read::GzDecoder::new(open()?));
+            for entry in tar.entries().map_err(|e| io(archive, e))? {
+                let mut entry = entry.map_err(|e| io(archive, e))?;
+                let name = entry
+                    .path()
+                    .map_err(|e| io(archive, e))?
+                    .to_string_lossy()
+                    .to_string();
+                if let Some((member, dest)) = members.iter().find(|(m, _)| matches(&name, m)) {
+                    write(dest, &mut entry)?;
+                    found.push(member.clone());
+                }
+            }
+            check_found(archive, members, &found)
+        }
+        Payload::Zip(members) => {
+            let mut zip =
+                zip::ZipArchive::new(open()?).map_err(|e| io(archive, std::io::Error::other(e)))?;
+            for i in 0..zip.len() {
+                let mut entry = zip
+                    .by_index(i)
+                    .map_err(|e| io(archive, std::io::Error::other(e)))?;
+                let name = entry
+                    .name()
+                    .map_err(|e| io(archive, std::io::Error::other(e)))?
+                    .to_string();
+                if let Some((member, dest)) = members.iter().find(|(m, _)| matches(&name, m)) {
+                    write(dest, &mut entry)?;
+                    found.push(member.clone());
+                }
+            }
+            check_found(archive, members, &found)
+        }
+    }
+}
+
+fn check_found(archive: &Path, members: &[(String, PathBuf)], found: &[String]) -> Result<()> {
+    match members.iter().find(|(m, _)| !found.contains(m)) {
+        Some((member, _)) => Err(EvalError::File {
+            path: archive.to_path_buf(),
+            message: format!("the archive has no `{member}`"),
+        }),
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+
+    use super::*;
+
+    const CORPUS: &str = "{\"_id\": \"d1\", \"text\": \"a\"}\n";
+    const QUERIES: &str = "{\"_id\": \"q1\", \"text\": \"b\"}\n";
+    const QRELS: &str = "query-id\tcorpus-id\tscore\nq1\td1\t1\n";
+
+    #[test]
+    fn offline_names_the_files_their_place_and_origin() {
+        let root = tempfile::tempdir().unwrap();
+        let error = fetch("beir/scifact", root.path(), true)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("thakur/BEIR/datasets/scifact.zip"),
+            "{error}"
+        );
+        assert!(
+            error.contains("beir/scifact/corpus.jsonl") && error.contains("offline"),
+            "{error}"
+        );
+        let error = fetch("nanobeir/scifact", root.path(), true)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("datasets/zeta-alpha-ai/NanoSciFact"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn zip_and_tar_members_land_in_the_data_root() {
+        let root = tempfile::tempdir().unwrap();
+        let zip_path = root.path().join("scifact.zip");
+        let mut zip = zip::ZipWriter::new(std::fs::File::create(&zip_path).unwrap());
+        let stored = zip::write::SimpleFileOptions::default()
+            .compression_method(zip::CompressionMethod::Stored);
+        for (name, content) in [
+            ("scifact/corpus.jsonl", CORPUS),
+            ("scifact/queries.jsonl", QUERIES),
+            ("scifact/qrels/test.tsv", QRELS),
+            ("scifact/qrels/train.tsv", "ignored"),
+        ] {
+            zip.start_file(name, stored).unwrap();
+            zip.write_all(content.as_bytes()).unwrap();
+        }
+        zip.finish().unwrap();
+        let Download::Url { payload, .. } = plan("beir/scifact").unwrap().remove(0) else {
+            panic!("BEIR comes from a URL")
+        };
+        install(&zip_path, &payload, root.path()).unwrap();
+        let corpus =
+            std::fs::read_to_string(root.path().join("beir/scifact/corpus.jsonl")).unwrap();
+        assert_eq!(corpus, CORPUS);
+        // Files in place but not the published set: verification says so.
+        let error = verify("beir/scifact", root.path()).unwrap_err().to_string();
+        assert!(
+            error.contains("1 evaluated queries, the published set has 300"),
+            "{error}"
+        );
+
+        let tar_path = root.path().join("collectionandqueries.tar.gz");
+        let mut tar = tar::Builder::new(flate2::write::GzEncoder::new(
+            std::fs::File::create(&tar_path).unwrap(),
+            flate2::Compression::fast(),
+        ));
+        for (name, content) in [
+            ("collection.tsv", "0\tpassage\n"),
+            ("queries.dev.small.tsv", "1\tq\n"),
+        ] {
+            let mut header = tar::Header::new_gnu();
+            header.set_size(content.len() as u64);
+            header.set_cksum();
+            tar.append_data(&mut header, name, content.as_bytes())
+                .unwrap();
+        }
+        tar.into_inner().unwrap().finish().unwrap();
+        let Download::Url { payload, .. } = plan("msmarco-dev").unwrap().remove(0) else {
+            panic!("MS MARCO comes from a URL")
+        };
+        let error = install(&tar_path, &payload, root.path())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("the archive has no `qrels.dev.small.tsv`"),
+            "{error}"
+        );
+        assert!(root.path().join("msmarco/collection.tsv").is_file());
+    }
+}
