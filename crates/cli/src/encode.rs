@@ -3,21 +3,14 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
-use lsr_backbone::{Backbone, RescaleMode, parse_device};
-use lsr_splade::SpladeEncoder;
 use serde::Serialize;
+
+use crate::model::ModelArgs;
 
 #[derive(Args)]
 pub struct EncodeArgs {
-    /// Checkpoint directory or Hugging Face id.
-    #[arg(long)]
-    checkpoint: String,
-    /// Divide the MLM-head decoder by k before encoding (the paper's rescaling).
-    #[arg(long, default_value_t = 1.0)]
-    k: f64,
-    /// With a tied decoder, rescale an untied copy instead of the shared matrix.
-    #[arg(long)]
-    untie: bool,
+    #[command(flatten)]
+    model: ModelArgs,
     /// Truncate texts to this many tokens (special tokens included).
     #[arg(long, default_value_t = 256)]
     max_length: usize,
@@ -36,9 +29,6 @@ pub struct EncodeArgs {
     top: usize,
     #[arg(long, default_value_t = 32)]
     batch_size: usize,
-    /// flex, wgpu[:N] or cuda[:N]; default: the best backend compiled in.
-    #[arg(long)]
-    device: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -62,14 +52,7 @@ pub fn run(args: EncodeArgs) -> Result<()> {
     if texts.is_empty() {
         bail!("nothing to encode: pass --text or --input");
     }
-    let device = parse_device(args.device.as_deref())?;
-    let backbone = Backbone::load(&args.checkpoint, &device, args.max_length)?;
-    let mode = if args.untie {
-        RescaleMode::Untie
-    } else {
-        RescaleMode::Shared
-    };
-    let encoder = SpladeEncoder::new(backbone, args.k, mode)?;
+    let encoder = args.model.encoder(args.max_length)?;
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     for chunk in texts.chunks(args.batch_size.max(1) * 8) {

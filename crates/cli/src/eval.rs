@@ -2,23 +2,16 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::Args;
-use lsr_backbone::{Backbone, RescaleMode, parse_device};
 use lsr_eval::Measure;
 use lsr_eval::datasets::Dataset;
 use lsr_eval::pipeline::{EvalSettings, evaluate_dataset};
-use lsr_splade::SpladeEncoder;
+
+use crate::model::ModelArgs;
 
 #[derive(Args)]
 pub struct EvalArgs {
-    /// Checkpoint directory or Hugging Face id.
-    #[arg(long)]
-    checkpoint: String,
-    /// Divide the MLM-head decoder by k before encoding.
-    #[arg(long, default_value_t = 1.0)]
-    k: f64,
-    /// With a tied decoder, rescale an untied copy instead of the shared matrix.
-    #[arg(long)]
-    untie: bool,
+    #[command(flatten)]
+    model: ModelArgs,
     /// msmarco-dev, trec-dl-2019, beir/<name>, beir-13 (repeatable).
     #[arg(long = "dataset", required = true)]
     datasets: Vec<String>,
@@ -39,30 +32,17 @@ pub struct EvalArgs {
     /// Documents retrieved per query.
     #[arg(long, default_value_t = 1000)]
     top_k: usize,
-    /// flex, wgpu[:N] or cuda[:N]; default: the best backend compiled in.
-    #[arg(long)]
-    device: Option<String>,
 }
 
 pub fn run(args: EvalArgs) -> Result<()> {
-    let measures = args
-        .measures
-        .iter()
-        .map(|m| Measure::parse(m))
-        .collect::<Result<Vec<_>, _>>()?;
+    let measures = Measure::parse_all(&args.measures)?;
     let mut datasets = Vec::new();
     for name in &args.datasets {
         datasets.extend(Dataset::resolve(name, &args.data_root)?);
     }
-    let device = parse_device(args.device.as_deref())?;
-    let max_length = args.doc_max_length.max(args.query_max_length);
-    let backbone = Backbone::load(&args.checkpoint, &device, max_length)?;
-    let mode = if args.untie {
-        RescaleMode::Untie
-    } else {
-        RescaleMode::Shared
-    };
-    let encoder = SpladeEncoder::new(backbone, args.k, mode)?;
+    let encoder = args
+        .model
+        .encoder(args.doc_max_length.max(args.query_max_length))?;
     let settings = EvalSettings {
         batch_size: args.batch_size,
         query_max_length: args.query_max_length,

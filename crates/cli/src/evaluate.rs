@@ -29,11 +29,7 @@ pub struct EvaluateArgs {
 }
 
 pub fn run(args: EvaluateArgs) -> Result<()> {
-    let measures = args
-        .measures
-        .iter()
-        .map(|m| Measure::parse(m))
-        .collect::<Result<Vec<_>, _>>()?;
+    let measures = Measure::parse_all(&args.measures)?;
     let qrels = Qrels::read(&args.qrels)?;
     let run = Run::read(&args.run)?;
     let evaluation = evaluate(&run, &qrels, &measures, args.relevance_level);

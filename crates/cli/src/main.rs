@@ -7,6 +7,7 @@ mod data;
 mod encode;
 mod eval;
 mod evaluate;
+mod model;
 mod norms;
 
 use std::process::ExitCode;

@@ -290,14 +290,10 @@ pub fn install(archive: &Path, payload: &Payload, root: &Path) -> Result<()> {
         source,
     };
     let open = || std::fs::File::open(archive).map_err(|e| io(archive, e));
-    let write = |dest: &Path, reader: &mut dyn Read| -> Result<()> {
-        let dest = root.join(dest);
-        let dir = dest.parent().unwrap_or(root);
-        std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
-        let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| io(dir, e))?;
-        std::io::copy(reader, tmp.as_file_mut()).map_err(|e| io(&dest, e))?;
-        tmp.persist(&dest).map_err(|e| io(&dest, e.error))?;
-        Ok(())
+    let write = |dest: &Path, reader: &mut dyn Read| {
+        crate::atomic::write_atomically(&root.join(dest), |out| {
+            std::io::copy(reader, out).map(drop)
+        })
     };
     let matches =
         |name: &str, member: &str| name == member || name.ends_with(&format!("/{member}"));

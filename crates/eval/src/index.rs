@@ -133,10 +133,17 @@ impl IndexBuilder {
     }
 }
 
+/// Largest block: block-local document numbers are u16.
+const MAX_BLOCK: usize = 1 << 16;
+
 /// Per-thread scoring memory, reused across queries.
 struct Scratch {
+    /// Scores of the whole collection, for queries that touch few documents.
     scores: Vec<f32>,
     touched: Vec<u32>,
+    /// Scores of one block. Its length is that of the u16 range, so indexing it with a
+    /// block-local document number needs no bounds check in the hot loop.
+    block: Box<[f32; MAX_BLOCK]>,
 }
 
 /// A candidate in the top-k heap: higher score first, then higher id rank.
@@ -238,6 +245,10 @@ impl InvertedIndex {
         Scratch {
             scores: vec![0.0; self.num_docs()],
             touched: Vec::new(),
+            block: vec![0.0; MAX_BLOCK]
+                .into_boxed_slice()
+                .try_into()
+                .expect("MAX_BLOCK elements"),
         }
     }
 
@@ -256,27 +267,27 @@ impl InvertedIndex {
         for block in 0..self.blocks {
             let start = block << self.block_bits;
             let len = (1usize << self.block_bits).min(self.num_docs() - start);
-            let scores = &mut scratch.scores[start..start + len];
             // Every document is summed in query-term order, whichever path scores it.
             for &(term, query_weight) in &query {
                 let range = self.block_postings(term, block);
                 let postings = self.docs[range.clone()].iter().zip(&self.weights[range]);
                 if dense {
                     for (&doc, &weight) in postings {
-                        scores[doc as usize] += query_weight * weight;
+                        scratch.block[doc as usize] += query_weight * weight;
                     }
                 } else {
                     for (&doc, &weight) in postings {
-                        let slot = &mut scores[doc as usize];
+                        let doc = start + doc as usize;
+                        let slot = &mut scratch.scores[doc];
                         if *slot == 0.0 {
-                            scratch.touched.push((start + doc as usize) as u32);
+                            scratch.touched.push(doc as u32);
                         }
                         *slot += query_weight * weight;
                     }
                 }
             }
             if dense {
-                for (offset, score) in scores.iter_mut().enumerate() {
+                for (offset, score) in scratch.block[..len].iter_mut().enumerate() {
                     if *score > 0.0 {
                         let doc = start + offset;
                         top.offer(std::mem::take(score), self.id_rank[doc], doc as u32);

@@ -64,6 +64,11 @@ impl Measure {
         Err(unknown())
     }
 
+    /// Parses every name of a list (`--measures ndcg@10,mrr@10`).
+    pub fn parse_all(names: &[String]) -> Result<Vec<Self>> {
+        names.iter().map(|n| Self::parse(n)).collect()
+    }
+
     /// The name used in outputs: `mrr@10`, `ndcg@10`, `recall@1000`, `p@10`, `map`, ...
     pub fn name(&self) -> String {
         match self {

@@ -17,8 +17,9 @@ use indicatif::{ProgressBar, ProgressStyle};
 use lsr_splade::SpladeEncoder;
 use serde::Serialize;
 
+use crate::atomic::write_json;
 use crate::datasets::Dataset;
-use crate::error::{EvalError, Result};
+use crate::error::Result;
 use crate::flops::{Sparsity, sparsity};
 use crate::index::IndexBuilder;
 use crate::metrics::{Measure, evaluate};
@@ -131,24 +132,6 @@ pub fn evaluate_dataset(
     write_json(&out_dir.join("per_query.json"), &evaluation.per_query)?;
     write_json(&out_dir.join("metrics.json"), &report)?;
     Ok(report)
-}
-
-/// Writes JSON to a temporary file and renames it into place.
-pub fn write_json(path: &Path, value: &impl Serialize) -> Result<()> {
-    let io = |source| EvalError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(io)?;
-    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(io)?;
-    serde_json::to_writer_pretty(tmp.as_file_mut(), value)
-        .map_err(|e| io(std::io::Error::other(e)))?;
-    tmp.persist(path).map_err(|e| io(e.error))?;
-    Ok(())
 }
 
 fn progress_bar(label: &str) -> ProgressBar {

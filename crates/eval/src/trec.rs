@@ -172,31 +172,15 @@ impl Run {
     /// Writes the run in TREC format, each query ranked as trec_eval ranks it, atomically
     /// (a temporary file renamed into place).
     pub fn write(&self, path: &Path, tag: &str) -> Result<()> {
-        let io = |source| EvalError::Io {
-            path: path.to_path_buf(),
-            source,
-        };
-        let dir = path
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        let mut tmp = tempfile_in(dir).map_err(io)?;
-        {
-            let mut out = std::io::BufWriter::new(tmp.as_file_mut());
+        crate::atomic::write_atomically(path, |out| {
             for (query, docs) in &self.queries {
                 for (rank, (doc, score)) in ranked(docs).into_iter().enumerate() {
-                    writeln!(out, "{query} Q0 {doc} {} {score} {tag}", rank + 1).map_err(io)?;
+                    writeln!(out, "{query} Q0 {doc} {} {score} {tag}", rank + 1)?;
                 }
             }
-            out.flush().map_err(io)?;
-        }
-        tmp.persist(path).map_err(|e| io(e.error))?;
-        Ok(())
+            Ok(())
+        })
     }
-}
-
-fn tempfile_in(dir: &Path) -> std::io::Result<tempfile::NamedTempFile> {
-    tempfile::NamedTempFile::new_in(dir)
 }
 
 /// trec_eval's order: score descending, ties by document id descending (`strcmp`).

@@ -1,0 +1,35 @@
+use anyhow::Result;
+use clap::Args;
+use lsr_backbone::{Backbone, RescaleMode, parse_device};
+use lsr_splade::SpladeEncoder;
+
+/// The model a command encodes with: a checkpoint, its rescaling and the device.
+#[derive(Args)]
+pub struct ModelArgs {
+    /// Checkpoint directory or Hugging Face id.
+    #[arg(long)]
+    checkpoint: String,
+    /// Divide the MLM-head decoder by k before encoding (the paper's rescaling).
+    #[arg(long, default_value_t = 1.0)]
+    k: f64,
+    /// With a tied decoder, rescale an untied copy instead of the shared matrix.
+    #[arg(long)]
+    untie: bool,
+    /// flex, wgpu[:N] or cuda[:N]; default: the best backend compiled in.
+    #[arg(long)]
+    device: Option<String>,
+}
+
+impl ModelArgs {
+    /// Loads the checkpoint (texts truncated to `max_length` tokens) and rescales its head.
+    pub fn encoder(&self, max_length: usize) -> Result<SpladeEncoder> {
+        let device = parse_device(self.device.as_deref())?;
+        let backbone = Backbone::load(&self.checkpoint, &device, max_length)?;
+        let mode = if self.untie {
+            RescaleMode::Untie
+        } else {
+            RescaleMode::Shared
+        };
+        Ok(SpladeEncoder::new(backbone, self.k, mode)?)
+    }
+}
