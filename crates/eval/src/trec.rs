@@ -5,7 +5,7 @@
 //! Runs: `qid Q0 docid rank score tag`; the rank column is ignored, as trec_eval does.
 
 use std::collections::{BTreeMap, HashMap};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 
 use crate::error::{EvalError, Result};
