@@ -34,6 +34,8 @@ pub struct InvertedIndex {
     doc_ids: Vec<String>,
     /// Rank of each document's id in byte order: equal scores rank the larger id first.
     id_rank: Vec<u32>,
+    /// Documents in byte order of their ids (the inverse of `id_rank`), for lookups by id.
+    by_id: Vec<u32>,
     vocab: usize,
     block_bits: u32,
     blocks: usize,
@@ -63,11 +65,8 @@ impl IndexBuilder {
         }
     }
 
+    /// Adds a document; a refused document leaves the builder as it was.
     pub fn add(&mut self, id: &str, vector: &Sparse) -> Result<(), IndexError> {
-        let number = self.doc_ids.len() as u32;
-        if self.seen.insert(id.to_string(), number).is_some() {
-            return Err(IndexError::DuplicateDocument(id.to_string()));
-        }
         for &(term, weight) in vector {
             if term as usize >= self.vocab {
                 return Err(IndexError::TermOutOfRange {
@@ -83,6 +82,12 @@ impl IndexBuilder {
                     weight,
                 });
             }
+        }
+        let number = self.doc_ids.len() as u32;
+        if self.seen.insert(id.to_string(), number).is_some() {
+            return Err(IndexError::DuplicateDocument(id.to_string()));
+        }
+        for &(term, weight) in vector {
             self.postings[term as usize].push((number, weight));
         }
         self.doc_ids.push(id.to_string());
@@ -117,12 +122,13 @@ impl IndexBuilder {
                 .cmp(self.doc_ids[b as usize].as_bytes())
         });
         let mut id_rank = vec![0u32; self.doc_ids.len()];
-        for (rank, doc) in by_id.into_iter().enumerate() {
+        for (rank, &doc) in by_id.iter().enumerate() {
             id_rank[doc as usize] = rank as u32;
         }
         InvertedIndex {
             doc_ids: self.doc_ids,
             id_rank,
+            by_id,
             vocab: self.vocab,
             block_bits: self.block_bits,
             blocks,
@@ -227,6 +233,13 @@ impl InvertedIndex {
         &self.doc_ids[doc as usize]
     }
 
+    /// Whether a document with this id is indexed.
+    pub fn contains(&self, id: &str) -> bool {
+        self.by_id
+            .binary_search_by(|&doc| self.doc_ids[doc as usize].as_bytes().cmp(id.as_bytes()))
+            .is_ok()
+    }
+
     /// Number of documents whose vector has term t (its posting-list length).
     pub fn document_frequency(&self, term: usize) -> usize {
         self.offsets[(term + 1) * self.blocks] - self.offsets[term * self.blocks]
@@ -237,7 +250,7 @@ impl InvertedIndex {
         self.docs.len() * 2
             + self.weights.len() * 4
             + self.offsets.len() * 8
-            + self.id_rank.len() * 4
+            + self.id_rank.len() * 8
             + self.doc_ids.iter().map(|d| d.len() + 24).sum::<usize>()
     }
 
@@ -432,6 +445,9 @@ mod tests {
             builder.add("c", &[(3, f32::NAN)]),
             Err(IndexError::BadWeight { .. })
         ));
+        builder.add("b", &[(2, 1.0)]).unwrap();
+        let index = builder.build();
+        assert!(index.contains("a") && index.contains("b") && !index.contains("c"));
     }
 
     #[test]

@@ -49,6 +49,10 @@ pub struct DatasetReport {
     pub sparsity: Sparsity,
     pub queries_evaluated: usize,
     pub queries_without_results: usize,
+    /// Judged documents (of evaluated queries) that the corpus does not have: they can never
+    /// be retrieved, which caps recall; counted and logged rather than fatal, as trec_eval
+    /// also evaluates such qrels.
+    pub judged_documents_missing_from_corpus: usize,
     pub relevance_level: i32,
     pub encode_seconds: f64,
     pub settings: EvalSettings,
@@ -116,6 +120,19 @@ pub fn evaluate_dataset(
     }
     query_writer.finish()?;
 
+    let judged_documents_missing_from_corpus = queries
+        .iter()
+        .filter_map(|(id, _)| qrels.queries.get(id))
+        .flat_map(|judged| judged.keys())
+        .filter(|doc| !index.contains(doc))
+        .count();
+    if judged_documents_missing_from_corpus > 0 {
+        tracing::warn!(
+            "{}: {judged_documents_missing_from_corpus} judged documents are not in {}",
+            dataset.name,
+            dataset.corpus.display()
+        );
+    }
     let run = dataset.prepare_run(index.retrieve(&queries, settings.top_k));
     run.write(&out_dir.join("run.trec"), "lsr")?;
     let evaluation = evaluate(&run, &qrels, &settings.measures, dataset.relevance_level);
@@ -125,6 +142,7 @@ pub fn evaluate_dataset(
         sparsity: sparsity(&index, queries.iter().map(|(_, v)| v.as_slice())),
         queries_evaluated: evaluation.queries_evaluated,
         queries_without_results: evaluation.queries_without_results,
+        judged_documents_missing_from_corpus,
         relevance_level: dataset.relevance_level,
         encode_seconds,
         settings: settings.clone(),

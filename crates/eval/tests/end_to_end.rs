@@ -137,6 +137,7 @@ fn index_retrieval_matches_brute_force_dot_products() {
         );
     }
     assert!(report.sparsity.flops > 0.0 && report.sparsity.mean_doc_l0 > 0.0);
+    assert_eq!(report.judged_documents_missing_from_corpus, 0);
     let written = Run::read(&out.join("run.trec")).unwrap();
     assert!(
         written.queries["d6"].iter().all(|(doc, _)| doc != "d6"),
