@@ -157,9 +157,7 @@ fn retrieve(args: RetrieveBench) -> Result<()> {
             report.queries_per_second,
             report.index_mib,
             report.build_seconds,
-            report
-                .peak_rss_mib
-                .map_or("unknown".into(), |m| format!("{m:.0} MiB"))
+            describe_rss(report.peak_rss_mib)
         );
     }
     Ok(())
@@ -209,12 +207,14 @@ fn encode(args: EncodeBench) -> Result<()> {
             report.device,
             report.seconds_per_batch,
             report.sequences_per_second,
-            report
-                .peak_rss_mib
-                .map_or("unknown".into(), |m| format!("{m:.0} MiB"))
+            describe_rss(report.peak_rss_mib)
         );
     }
     Ok(())
+}
+
+fn describe_rss(mib: Option<f64>) -> String {
+    mib.map_or("unknown".into(), |m| format!("{m:.0} MiB"))
 }
 
 /// Peak resident memory of this process (Linux `VmHWM`).
