@@ -1,19 +1,8 @@
 //! The `lsr` binary end to end on the fixture checkpoints.
 
-use std::path::PathBuf;
+mod common;
 
-use assert_cmd::Command;
-
-fn fixture(name: &str) -> String {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../data/fixtures")
-        .join(name);
-    dir.to_str().unwrap().to_string()
-}
-
-fn lsr() -> Command {
-    Command::cargo_bin("lsr").unwrap()
-}
+use common::{fixture, lsr};
 
 fn json_lines(output: &[u8]) -> Vec<serde_json::Value> {
     String::from_utf8(output.to_vec())

@@ -1,25 +1,19 @@
 //! `lsr evaluate` on the pytrec_eval fixture: the means equal the mean of pytrec_eval's
 //! per-query values.
 
-use std::path::PathBuf;
+mod common;
 
-use assert_cmd::Command;
-
-fn fixture(file: &str) -> String {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../data/fixtures/trec_eval");
-    dir.join(file).to_str().unwrap().to_string()
-}
+use common::{fixture, lsr};
 
 #[test]
 fn means_match_pytrec_eval_at_trec_dl_relevance_level() {
-    let out = Command::cargo_bin("lsr")
-        .unwrap()
+    let out = lsr()
         .args([
             "evaluate",
             "--run",
-            &fixture("run.txt"),
+            &fixture("trec_eval/run.txt"),
             "--qrels",
-            &fixture("qrels.graded.txt"),
+            &fixture("trec_eval/qrels.graded.txt"),
         ])
         .args([
             "--measures",
@@ -37,7 +31,8 @@ fn means_match_pytrec_eval_at_trec_dl_relevance_level() {
     );
     let got: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let expected: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(fixture("expected.json")).unwrap()).unwrap();
+        serde_json::from_str(&std::fs::read_to_string(fixture("trec_eval/expected.json")).unwrap())
+            .unwrap();
     let per_query = expected["graded_level2"].as_object().unwrap();
     for (ours, theirs) in [
         ("ndcg@10", "ndcg_cut_10"),
@@ -61,14 +56,13 @@ fn a_malformed_run_is_reported_with_file_and_line() {
     let dir = tempfile::tempdir().unwrap();
     let run = dir.path().join("bad.run");
     std::fs::write(&run, "q1 Q0 d1 1 1.0 x\nq1 Q0 d2 2 inf x\n").unwrap();
-    let out = Command::cargo_bin("lsr")
-        .unwrap()
+    let out = lsr()
         .args([
             "evaluate",
             "--run",
             run.to_str().unwrap(),
             "--qrels",
-            &fixture("qrels.graded.txt"),
+            &fixture("trec_eval/qrels.graded.txt"),
         ])
         .output()
         .unwrap();
@@ -101,14 +95,13 @@ fn eval_writes_metrics_for_a_beir_data_set() {
         "query-id\tcorpus-id\tscore\nq\ta\t1\n",
     )
     .unwrap();
-    let checkpoint = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../data/fixtures/bert");
+    let checkpoint = fixture("bert");
     let out = root.path().join("out");
-    let status = Command::cargo_bin("lsr")
-        .unwrap()
+    let status = lsr()
         .args([
             "eval",
             "--checkpoint",
-            checkpoint.to_str().unwrap(),
+            &checkpoint,
             "--dataset",
             "beir/mini",
         ])
