@@ -74,6 +74,10 @@ pub struct MlmHead {
     pub bias: Param<Tensor<1>>,
     #[module(skip)]
     pub activation: Activation,
+    /// Where the family stores an untied decoder (`cls.predictions.decoder.weight`), for
+    /// writing back a head that `rescale_mlm_head(k, Untie)` untied.
+    #[module(skip)]
+    pub untied_decoder_name: String,
 }
 
 impl MlmHead {
@@ -93,21 +97,25 @@ impl MlmHead {
         let decoder = if shape.tied {
             None
         } else {
-            Some(Param::from_tensor(w.tensor(
-                names.decoder_weight,
-                [shape.vocab, shape.embedding],
-            )?))
+            let value = w.tensor(names.decoder_weight, [shape.vocab, shape.embedding])?;
+            Some(w.param(names.decoder_weight, value, false))
+        };
+        let bias = if shape.vocab_bias {
+            w.param(
+                bias_name,
+                w.tensor_init(bias_name, [shape.vocab], Init::Zeros)?,
+                false,
+            )
+        } else {
+            Param::from_tensor(Tensor::zeros([shape.vocab], w.device()))
         };
         Ok(Self {
             dense: w.linear(names.dense, shape.hidden, shape.embedding, shape.dense_bias)?,
             norm: w.layer_norm(names.norm, shape.embedding, shape.eps, shape.norm_bias)?,
             decoder,
-            bias: Param::from_tensor(if shape.vocab_bias {
-                w.tensor_init(bias_name, [shape.vocab], Init::Zeros)?
-            } else {
-                Tensor::zeros([shape.vocab], w.device())
-            }),
+            bias,
             activation: shape.activation,
+            untied_decoder_name: names.decoder_weight.to_string(),
         })
     }
 

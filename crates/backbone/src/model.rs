@@ -13,6 +13,7 @@ use crate::distilbert::DistilBert;
 use crate::error::{BackboneError, Result};
 use crate::gte::Gte;
 use crate::head::MlmHead;
+use crate::hf_names::TensorNames;
 use crate::modernbert::ModernBert;
 use crate::tokenizer::TextTokenizer;
 use crate::weights::Weights;
@@ -144,6 +145,8 @@ pub struct Backbone {
     pub config: ModelConfig,
     pub model: MaskedLm,
     pub tokenizer: TextTokenizer,
+    /// The HF name of each parameter, for writing the model back as a checkpoint.
+    pub tensor_names: TensorNames,
 }
 
 impl Backbone {
@@ -162,11 +165,13 @@ impl Backbone {
         )?;
         let weights = Weights::open(&checkpoint.weights, device)?;
         let model = MaskedLm::load(&config, &weights)?;
+        let tensor_names = TensorNames::collect(&model, &weights.origins());
         Ok(Self {
             checkpoint,
             config,
             model,
             tokenizer,
+            tensor_names,
         })
     }
 }

@@ -2,9 +2,9 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
-use burn::module::Param;
+use burn::module::{Param, ParamId};
 use burn::nn::{Embedding, EmbeddingConfig, LayerNorm, LayerNormConfig, Linear, LinearConfig};
 use burn::prelude::*;
 use memmap2::Mmap;
@@ -25,6 +25,16 @@ pub struct Weights {
     store: Arc<Store>,
     prefix: String,
     device: Device,
+    origins: Arc<Mutex<HashMap<ParamId, TensorOrigin>>>,
+}
+
+/// The Hugging Face tensor a parameter was read from, so that a trained model can be written
+/// back under the family's own names.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TensorOrigin {
+    pub name: String,
+    /// Stored transposed in burn (a `Linear` weight is `[in, out]`, PyTorch's `[out, in]`).
+    pub transposed: bool,
 }
 
 enum Store {
@@ -70,21 +80,22 @@ impl Weights {
         } else {
             read_pytorch(path)?
         };
-        Ok(Self {
-            store: Arc::new(Store::Files(tensors)),
-            prefix: String::new(),
-            device: device.clone(),
-        })
+        Ok(Self::from_store(Store::Files(tensors), device))
     }
 
     /// Random values for every tensor asked for: normal with standard deviation `std` (seeded
     /// by the tensor's name), or ones/zeros where the caller says so (LayerNorm scales and
     /// shifts). Used for synthetic models of a real shape (benchmarks, miniatures).
     pub fn random(seed: u64, std: f32, device: &Device) -> Self {
+        Self::from_store(Store::Random { seed, std }, device)
+    }
+
+    fn from_store(store: Store, device: &Device) -> Self {
         Self {
-            store: Arc::new(Store::Random { seed, std }),
+            store: Arc::new(store),
             prefix: String::new(),
             device: device.clone(),
+            origins: Arc::default(),
         }
     }
 
@@ -94,6 +105,7 @@ impl Weights {
             store: self.store.clone(),
             prefix: self.full_name(prefix),
             device: self.device.clone(),
+            origins: self.origins.clone(),
         }
     }
 
@@ -172,6 +184,33 @@ impl Weights {
         ))
     }
 
+    /// A parameter holding `value`, remembered as read from `name` (see [`Self::origins`]).
+    pub fn param<const D: usize>(
+        &self,
+        name: &str,
+        value: Tensor<D>,
+        transposed: bool,
+    ) -> Param<Tensor<D>> {
+        let param = Param::from_tensor(value);
+        let origin = TensorOrigin {
+            name: self.full_name(name),
+            transposed,
+        };
+        self.origins
+            .lock()
+            .expect("no thread panics while holding the origins")
+            .insert(param.id, origin);
+        param
+    }
+
+    /// Every parameter made by [`Self::param`] (through any prefixed copy), by id.
+    pub fn origins(&self) -> HashMap<ParamId, TensorOrigin> {
+        self.origins
+            .lock()
+            .expect("no thread panics while holding the origins")
+            .clone()
+    }
+
     /// A PyTorch `nn.Linear` (`{prefix}.weight` as `[out, in]`, optional `{prefix}.bias`) as a
     /// burn `Linear` (weight stored `[in, out]`).
     pub fn linear(&self, prefix: &str, d_in: usize, d_out: usize, bias: bool) -> Result<Linear> {
@@ -179,13 +218,14 @@ impl Weights {
         let mut linear = LinearConfig::new(d_in, d_out)
             .with_bias(false)
             .init(&self.device);
-        linear.weight = Param::from_tensor(w.tensor("weight", [d_out, d_in])?.transpose());
+        linear.weight = w.param(
+            "weight",
+            w.tensor("weight", [d_out, d_in])?.transpose(),
+            true,
+        );
         if bias {
-            linear.bias = Some(Param::from_tensor(w.tensor_init(
-                "bias",
-                [d_out],
-                Init::Zeros,
-            )?));
+            let value = w.tensor_init("bias", [d_out], Init::Zeros)?;
+            linear.bias = Some(w.param("bias", value, false));
         }
         Ok(linear)
     }
@@ -205,21 +245,18 @@ impl Weights {
             .with_epsilon(eps)
             .with_bias(bias)
             .init(&self.device);
-        norm.gamma =
-            Param::from_tensor(w.tensor_init(pick("weight", "gamma"), [dim], Init::Ones)?);
+        let scale = pick("weight", "gamma");
+        norm.gamma = w.param(scale, w.tensor_init(scale, [dim], Init::Ones)?, false);
         if bias {
-            norm.beta = Some(Param::from_tensor(w.tensor_init(
-                pick("bias", "beta"),
-                [dim],
-                Init::Zeros,
-            )?));
+            let shift = pick("bias", "beta");
+            norm.beta = Some(w.param(shift, w.tensor_init(shift, [dim], Init::Zeros)?, false));
         }
         Ok(norm)
     }
 
     pub fn embedding(&self, name: &str, rows: usize, dim: usize) -> Result<Embedding> {
         let mut embedding = EmbeddingConfig::new(rows, dim).init(&self.device);
-        embedding.weight = Param::from_tensor(self.tensor(name, [rows, dim])?);
+        embedding.weight = self.param(name, self.tensor(name, [rows, dim])?, false);
         Ok(embedding)
     }
 }

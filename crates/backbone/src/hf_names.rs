@@ -1,0 +1,298 @@
+//! The Hugging Face name of every parameter, by module path, and the trained model written back
+//! under those names: the family's own `model.safetensors` layout, so that transformers (and
+//! anything built on it) loads a model trained here.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+
+use burn::module::{Module, ModuleVisitor, Param, ParamId};
+use burn::prelude::*;
+
+use crate::checkpoint::Checkpoint;
+use crate::error::{BackboneError, Result};
+use crate::model::MaskedLm;
+use crate::weights::TensorOrigin;
+
+/// Writes `model` as a Hugging Face checkpoint in `out`: `model.safetensors` (f32, the
+/// family's tensor names; a tied decoder stays implicit, as HF stores it), `config.json` (the
+/// source's, with `tie_word_embeddings: false` if the head was untied) and the tokenizer files.
+/// Everything is written into a sibling temporary directory renamed into place, and an
+/// existing non-empty `out` is refused, so a finished export is never half-overwritten.
+pub fn write_checkpoint(
+    model: &MaskedLm,
+    names: &TensorNames,
+    source: &Checkpoint,
+    out: &Path,
+) -> Result<()> {
+    if out
+        .read_dir()
+        .is_ok_and(|mut entries| entries.next().is_some())
+    {
+        return Err(BackboneError::Checkpoint(format!(
+            "{}: exists and is not empty; choose another output directory",
+            out.display()
+        )));
+    }
+    let tensors = hf_tensors(model, names)?;
+    let mut config: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(&source.config).map_err(|e| BackboneError::io(&source.config, e))?,
+    )
+    .map_err(|e| BackboneError::config(&source.config, e.to_string()))?;
+    if !model.is_tied() {
+        config["tie_word_embeddings"] = serde_json::Value::Bool(false);
+    }
+
+    let staging = out.with_extension("partial");
+    let io = |path: &Path, e| BackboneError::io(path, e);
+    if staging.exists() {
+        std::fs::remove_dir_all(&staging).map_err(|e| io(&staging, e))?;
+    }
+    std::fs::create_dir_all(&staging).map_err(|e| io(&staging, e))?;
+    let views = tensors
+        .iter()
+        .map(|(name, data)| {
+            let view = safetensors::tensor::TensorView::new(
+                safetensors::Dtype::F32,
+                data.shape().to_vec(),
+                data.as_bytes(),
+            )
+            .expect("shape and bytes of one f32 tensor agree");
+            (name.clone(), view)
+        })
+        .collect::<Vec<_>>();
+    let weights = staging.join("model.safetensors");
+    let metadata = HashMap::from([("format".to_string(), "pt".to_string())]);
+    safetensors::serialize_to_file(views, Some(metadata), &weights).map_err(|e| {
+        BackboneError::Corrupt {
+            path: weights.clone(),
+            message: e.to_string(),
+        }
+    })?;
+    let config_path = staging.join("config.json");
+    let config_text = serde_json::to_string_pretty(&config).expect("JSON values serialise");
+    std::fs::write(&config_path, config_text).map_err(|e| io(&config_path, e))?;
+    let tokenizer_dir = source.tokenizer.parent().unwrap_or(Path::new("."));
+    for file in [
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "special_tokens_map.json",
+    ] {
+        let from = tokenizer_dir.join(file);
+        if file == "tokenizer.json" || from.exists() {
+            std::fs::copy(&from, staging.join(file)).map_err(|e| io(&from, e))?;
+        }
+    }
+    if out.exists() {
+        std::fs::remove_dir(out).map_err(|e| io(out, e))?;
+    }
+    std::fs::rename(&staging, out).map_err(|e| io(out, e))
+}
+
+/// The model's parameters under their HF names, in PyTorch layout.
+fn hf_tensors(model: &MaskedLm, names: &TensorNames) -> Result<Vec<(String, TensorData)>> {
+    let mut tensors = Vec::new();
+    for (path, data) in parameter_values(model, names) {
+        let name = match names.get(&path) {
+            Some(origin) => origin.name.clone(),
+            // An untied copy made by `rescale_mlm_head(k, Untie)`.
+            None if path == "head.decoder" => model.head.untied_decoder_name.clone(),
+            // The zero vocabulary bias of a head configured without one (ModernBERT
+            // `decoder_bias: false`) has no HF tensor.
+            None if path == "head.bias" => continue,
+            None => {
+                return Err(BackboneError::Checkpoint(format!(
+                    "parameter `{path}` has no Hugging Face name; it was not read from the \
+                     checkpoint"
+                )));
+            }
+        };
+        tensors.push((name, data.convert::<f32>()));
+    }
+    Ok(tensors)
+}
+
+/// Module path (`encoder.Bert.layers.0.attention.query.weight`) → the HF tensor it came from.
+/// Keyed by path rather than `ParamId` because loading a burn record restores the ids it was
+/// saved with.
+#[derive(Clone, Debug, Default)]
+pub struct TensorNames {
+    by_path: BTreeMap<String, TensorOrigin>,
+}
+
+impl TensorNames {
+    /// Matches every parameter of `model` with the origin its loader recorded.
+    pub fn collect(model: &MaskedLm, origins: &HashMap<ParamId, TensorOrigin>) -> Self {
+        let mut visitor =
+            PathVisitor::new(|path: &str, id: ParamId, _: TensorData| (id, path.to_string()));
+        visitor.read_values = false;
+        model.visit(&mut visitor);
+        let by_path = visitor
+            .found
+            .into_iter()
+            .filter_map(|(id, path)| origins.get(&id).map(|origin| (path, origin.clone())))
+            .collect();
+        Self { by_path }
+    }
+
+    pub fn get(&self, path: &str) -> Option<&TensorOrigin> {
+        self.by_path.get(path)
+    }
+
+    pub fn len(&self) -> usize {
+        self.by_path.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_path.is_empty()
+    }
+}
+
+/// Every float parameter of `model` in PyTorch layout (Linear weights transposed back), keyed by
+/// module path.
+pub fn parameter_values(model: &MaskedLm, names: &TensorNames) -> Vec<(String, TensorData)> {
+    let mut visitor =
+        PathVisitor::new(|path: &str, _: ParamId, data: TensorData| (path.to_string(), data));
+    visitor.transposed = Some(names);
+    model.visit(&mut visitor);
+    visitor.found
+}
+
+/// Walks a module keeping the path of each parameter (`enter_module` names every field).
+struct PathVisitor<'a, T, F: FnMut(&str, ParamId, TensorData) -> T> {
+    stack: Vec<String>,
+    found: Vec<T>,
+    make: F,
+    read_values: bool,
+    /// When set, tensors recorded as transposed are transposed back before reading.
+    transposed: Option<&'a TensorNames>,
+}
+
+impl<'a, T, F: FnMut(&str, ParamId, TensorData) -> T> PathVisitor<'a, T, F> {
+    fn new(make: F) -> Self {
+        Self {
+            stack: Vec::new(),
+            found: Vec::new(),
+            make,
+            read_values: true,
+            transposed: None,
+        }
+    }
+}
+
+impl<T, F: FnMut(&str, ParamId, TensorData) -> T> ModuleVisitor for PathVisitor<'_, T, F> {
+    fn enter_module(&mut self, name: &str, _container_type: &str) {
+        self.stack.push(name.to_string());
+    }
+
+    fn exit_module(&mut self, _name: &str, _container_type: &str) {
+        self.stack.pop();
+    }
+
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+        let path = self.stack.join(".");
+        let data = if self.read_values {
+            let value = param.val();
+            let transposed = self
+                .transposed
+                .and_then(|names| names.get(&path))
+                .is_some_and(|origin| origin.transposed);
+            let value = if transposed { value.transpose() } else { value };
+            value.into_data()
+        } else {
+            TensorData::new(Vec::<f32>::new(), [0])
+        };
+        self.found.push((self.make)(&path, param.id, data));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Backbone, RescaleMode};
+    use crate::reference::fixtures_dir;
+
+    #[test]
+    fn every_parameter_of_every_family_has_a_hugging_face_name() {
+        for family in [
+            "bert",
+            "distilbert",
+            "albert",
+            "roberta",
+            "gte",
+            "modernbert",
+            "ettin",
+        ] {
+            let dir = fixtures_dir().join(family);
+            let backbone = Backbone::load(dir.to_str().unwrap(), &Device::flex(), 32).unwrap();
+            let values = parameter_values(&backbone.model, &backbone.tensor_names);
+            let unnamed: Vec<&String> = values
+                .iter()
+                .map(|(path, _)| path)
+                .filter(|path| backbone.tensor_names.get(path).is_none())
+                .collect();
+            // ModernBERT without a decoder bias keeps a zero bias HF does not have.
+            assert!(unnamed.is_empty(), "{family}: {unnamed:?}");
+            assert_eq!(values.len(), backbone.tensor_names.len(), "{family}");
+        }
+    }
+
+    fn logits(model: &MaskedLm, backbone: &Backbone) -> Vec<f32> {
+        let batch = backbone
+            .tokenizer
+            .encode_batch(&["sparse retrieval", "the capital of france is paris"])
+            .unwrap();
+        let (ids, mask) = batch.to_tensors(&Device::flex());
+        model
+            .forward(ids, mask)
+            .into_data()
+            .try_into_vec::<f32>()
+            .unwrap()
+    }
+
+    #[test]
+    fn a_written_checkpoint_reloads_to_the_same_logits_tied_or_untied() {
+        for (family, mode) in [
+            ("bert", RescaleMode::Shared),
+            ("bert", RescaleMode::Untie),
+            ("modernbert", RescaleMode::Shared),
+            ("albert", RescaleMode::Untie),
+        ] {
+            let dir = fixtures_dir().join(family);
+            let backbone = Backbone::load(dir.to_str().unwrap(), &Device::flex(), 32).unwrap();
+            let model = backbone.model.clone().rescale_mlm_head(4.0, mode).unwrap();
+            let out = tempfile::tempdir().unwrap();
+            let target = out.path().join("exported");
+            write_checkpoint(
+                &model,
+                &backbone.tensor_names,
+                &backbone.checkpoint,
+                &target,
+            )
+            .unwrap();
+            let reloaded = Backbone::load(target.to_str().unwrap(), &Device::flex(), 32).unwrap();
+            assert_eq!(
+                reloaded.model.is_tied(),
+                mode == RescaleMode::Shared,
+                "{family}"
+            );
+            let (want, got) = (
+                logits(&model, &backbone),
+                logits(&reloaded.model, &reloaded),
+            );
+            let max_diff = want
+                .iter()
+                .zip(&got)
+                .map(|(a, b)| (a - b).abs())
+                .fold(0.0, f32::max);
+            assert!(max_diff == 0.0, "{family} {mode:?}: max |Δ| {max_diff}");
+
+            let again = write_checkpoint(
+                &model,
+                &backbone.tensor_names,
+                &backbone.checkpoint,
+                &target,
+            );
+            assert!(again.unwrap_err().to_string().contains("not empty"));
+        }
+    }
+}
