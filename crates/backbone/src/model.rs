@@ -1,7 +1,7 @@
 //! A masked-LM backbone of any supported family: encoder + MLM head, with the paper's
 //! rescaling of the decoder projection.
 
-use burn::module::Param;
+use burn::module::{Param, Parameter};
 use burn::nn::Embedding;
 use burn::prelude::*;
 
@@ -120,14 +120,17 @@ impl MaskedLm {
         if !k.is_finite() || k <= 0.0 {
             return Err(BackboneError::InvalidScale(k));
         }
+        // The divided matrix must be a new leaf: on an autodiff device, `w / k` would be a node
+        // of a graph whose gradient flows back to the undivided tensor, not to the parameter.
+        let divide = |w: Tensor<2>| Parameter::set_require_grad(w.div_scalar(k).detach(), true);
         match (self.head.decoder.take(), mode) {
-            (Some(decoder), _) => self.head.decoder = Some(decoder.map(|w| w.div_scalar(k))),
+            (Some(decoder), _) => self.head.decoder = Some(decoder.map(divide)),
             (None, RescaleMode::Shared) => {
                 let embeddings = self.encoder.word_embeddings_mut();
-                embeddings.weight = embeddings.weight.clone().map(|w| w.div_scalar(k));
+                embeddings.weight = embeddings.weight.clone().map(divide);
             }
             (None, RescaleMode::Untie) => {
-                let copy = self.tied_embeddings().div_scalar(k);
+                let copy = self.tied_embeddings().div_scalar(k).detach();
                 self.head.decoder = Some(Param::from_tensor(copy));
             }
         }

@@ -161,3 +161,32 @@ fn norms_report_one_kth_of_the_row_norms() {
     assert_eq!(before.bias_mean, after.bias_mean);
     assert!(after.logit_std < before.logit_std);
 }
+
+#[test]
+fn a_rescaled_head_is_a_trainable_leaf_on_an_autodiff_device() {
+    use burn::optim::GradientsParams;
+    let device = Device::flex().autodiff();
+    for mode in [RescaleMode::Shared, RescaleMode::Untie] {
+        let dir = lsr_backbone::reference::fixtures_dir().join("bert");
+        let backbone = Backbone::load(dir.to_str().unwrap(), &device, 32).unwrap();
+        let model = backbone.model.rescale_mlm_head(4.0, mode).unwrap();
+        let batch = backbone
+            .tokenizer
+            .encode_batch(&["sparse retrieval"])
+            .unwrap();
+        let (ids, mask) = batch.to_tensors(&device);
+        let gradients =
+            GradientsParams::from_grads(model.forward(ids, mask).sum().backward(), &model);
+        let decoder = model
+            .head
+            .decoder
+            .as_ref()
+            .map_or(model.encoder.word_embeddings().weight.id, |decoder| {
+                decoder.id
+            });
+        assert!(
+            gradients.get::<2>(decoder).is_some(),
+            "{mode:?}: the decoder has no gradient"
+        );
+    }
+}

@@ -1,0 +1,16 @@
+//! Training triplets from MS MARCO files, read in place: every file is memory-mapped and
+//! indexed by line offsets, so the 8.8M-passage collection or the 40M-line triple files never
+//! become heap strings. A seeded pseudo-random permutation orders the examples of each epoch
+//! without materialising it; batches are tokenised on a separate thread.
+
+mod batches;
+mod lines;
+mod order;
+mod store;
+mod triples;
+
+pub use batches::{BatchPlan, Batches, TrainBatch};
+pub use lines::LineFile;
+pub use order::Permutation;
+pub use store::TextStore;
+pub use triples::{Example, TripleSource};

@@ -1,0 +1,259 @@
+use serde::Deserialize;
+
+use crate::config::DataConfig;
+use crate::data::lines::LineFile;
+use crate::data::store::TextStore;
+use crate::error::Result;
+
+/// One training example: a query, its positive passage and its hard negatives.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Example {
+    pub query: String,
+    pub positive: String,
+    pub negatives: Vec<String>,
+}
+
+/// The examples of a training file, by line.
+pub enum TripleSource {
+    Text(LineFile),
+    Ids {
+        triples: LineFile,
+        queries: TextStore,
+        collection: TextStore,
+    },
+    Jsonl(LineFile),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct JsonExample {
+    query: String,
+    positive: String,
+    negatives: Vec<String>,
+}
+
+impl TripleSource {
+    pub fn open(config: &DataConfig) -> Result<Self> {
+        Ok(match config {
+            DataConfig::Triples { triples } => Self::Text(LineFile::open(triples)?),
+            DataConfig::IdTriples {
+                triples,
+                queries,
+                collection,
+            } => Self::Ids {
+                triples: LineFile::open(triples)?,
+                queries: TextStore::open(queries)?,
+                collection: TextStore::open(collection)?,
+            },
+            DataConfig::Jsonl { triples } => Self::Jsonl(LineFile::open(triples)?),
+        })
+    }
+
+    /// Number of examples (lines of the triple file).
+    pub fn len(&self) -> usize {
+        self.lines().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn lines(&self) -> &LineFile {
+        match self {
+            Self::Text(lines) | Self::Jsonl(lines) | Self::Ids { triples: lines, .. } => lines,
+        }
+    }
+
+    /// Example `index` with its first `negatives` hard negatives. Malformed lines, unknown ids
+    /// and too few negatives are errors naming the file and line.
+    pub fn example(&self, index: usize, negatives: usize) -> Result<Example> {
+        let lines = self.lines();
+        let line = lines.text(index)?;
+        let example = match self {
+            Self::Text(_) => {
+                let [query, positive, negative] = fields(line).ok_or_else(|| {
+                    lines.error(index, "expected `query<TAB>positive<TAB>negative`")
+                })?;
+                Example {
+                    query: query.into(),
+                    positive: positive.into(),
+                    negatives: vec![negative.into()],
+                }
+            }
+            Self::Ids {
+                queries,
+                collection,
+                ..
+            } => {
+                let ids = fields(line)
+                    .and_then(|f| {
+                        f.map(|id| id.trim().parse::<u64>().ok())
+                            .into_iter()
+                            .collect::<Option<Vec<_>>>()
+                    })
+                    .ok_or_else(|| {
+                        lines.error(index, "expected `qid<TAB>pid<TAB>pid` (integers)")
+                    })?;
+                let lookup = |store: &TextStore, id: u64| -> Result<String> {
+                    store.get(id)?.map(str::to_string).ok_or_else(|| {
+                        lines.error(
+                            index,
+                            format!("id {id} is not in {}", store.path().display()),
+                        )
+                    })
+                };
+                Example {
+                    query: lookup(queries, ids[0])?,
+                    positive: lookup(collection, ids[1])?,
+                    negatives: vec![lookup(collection, ids[2])?],
+                }
+            }
+            Self::Jsonl(_) => {
+                let json: JsonExample = serde_json::from_str(line).map_err(|e| {
+                    lines.error(
+                        index,
+                        format!("expected {{\"query\", \"positive\", \"negatives\": [...]}}: {e}"),
+                    )
+                })?;
+                Example {
+                    query: json.query,
+                    positive: json.positive,
+                    negatives: json.negatives,
+                }
+            }
+        };
+        if example.negatives.len() < negatives {
+            return Err(lines.error(
+                index,
+                format!(
+                    "has {} negatives, the recipe asks for {negatives}",
+                    example.negatives.len()
+                ),
+            ));
+        }
+        Ok(Example {
+            negatives: example.negatives.into_iter().take(negatives).collect(),
+            ..example
+        })
+    }
+}
+
+/// Exactly three tab-separated fields.
+fn fields(line: &str) -> Option<[&str; 3]> {
+    let mut parts = line.split('\t');
+    let fields = [parts.next()?, parts.next()?, parts.next()?];
+    parts.next().is_none().then_some(fields)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    fn write(dir: &tempfile::TempDir, name: &str, text: &[u8]) -> PathBuf {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    #[test]
+    fn reads_the_three_formats() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = write(
+            &dir,
+            "triples.tsv",
+            b"what is rust\ta language\ta metal oxide\n",
+        );
+        let source = TripleSource::open(&DataConfig::Triples { triples: text }).unwrap();
+        let expected = Example {
+            query: "what is rust".into(),
+            positive: "a language".into(),
+            negatives: vec!["a metal oxide".into()],
+        };
+        assert_eq!(source.example(0, 1).unwrap(), expected);
+
+        let ids = TripleSource::open(&DataConfig::IdTriples {
+            triples: write(&dir, "ids.tsv", b"7\t100\t5\n"),
+            queries: write(&dir, "queries.tsv", b"7\twhat is rust\n"),
+            collection: write(
+                &dir,
+                "collection.tsv",
+                b"5\ta metal oxide\n100\ta language\n",
+            ),
+        })
+        .unwrap();
+        assert_eq!(ids.example(0, 1).unwrap(), expected);
+
+        let jsonl = TripleSource::open(&DataConfig::Jsonl {
+            triples: write(
+                &dir,
+                "t.jsonl",
+                br#"{"query": "what is rust", "positive": "a language", "negatives": ["a metal oxide", "a game"]}"#,
+            ),
+        })
+        .unwrap();
+        assert_eq!(jsonl.example(0, 1).unwrap(), expected);
+        assert_eq!(jsonl.example(0, 2).unwrap().negatives.len(), 2);
+    }
+
+    #[test]
+    fn malformed_lines_name_the_file_and_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = write(&dir, "triples.tsv", b"q\tp\tn\nq\tp only\nq\tp\tn\textra\n");
+        let source = TripleSource::open(&DataConfig::Triples { triples: text }).unwrap();
+        for line in [1, 2] {
+            let message = source.example(line, 1).unwrap_err().to_string();
+            assert!(
+                message.contains(&format!("triples.tsv:{}", line + 1)),
+                "{message}"
+            );
+        }
+
+        let ids = TripleSource::open(&DataConfig::IdTriples {
+            triples: write(&dir, "ids.tsv", b"1\t2\t3\n1\t2\t99\n1\tx\t3\n"),
+            queries: write(&dir, "queries.tsv", b"1\tq\n"),
+            collection: write(&dir, "collection.tsv", b"2\tp\n3\tn\n"),
+        })
+        .unwrap();
+        assert!(ids.example(0, 1).is_ok());
+        let unknown = ids.example(1, 1).unwrap_err().to_string();
+        assert!(
+            unknown.contains("ids.tsv:2") && unknown.contains("id 99"),
+            "{unknown}"
+        );
+        let not_int = ids.example(2, 1).unwrap_err().to_string();
+        assert!(
+            not_int.contains("ids.tsv:3") && not_int.contains("integers"),
+            "{not_int}"
+        );
+
+        let jsonl = TripleSource::open(&DataConfig::Jsonl {
+            triples: write(&dir, "t.jsonl", b"{\"query\": \"q\", \"positive\": \"p\"}\n{\"query\": \"q\", \"positive\": \"p\", \"negatives\": []}\n"),
+        })
+        .unwrap();
+        let missing = jsonl.example(0, 1).unwrap_err().to_string();
+        assert!(
+            missing.contains("t.jsonl:1") && missing.contains("negatives"),
+            "{missing}"
+        );
+        let few = jsonl.example(1, 1).unwrap_err().to_string();
+        assert!(
+            few.contains("t.jsonl:2") && few.contains("has 0 negatives"),
+            "{few}"
+        );
+
+        let duplicate = TextStore::open(&write(&dir, "dup.tsv", b"1\ta\n1\tb\n"))
+            .err()
+            .unwrap();
+        assert!(
+            duplicate
+                .to_string()
+                .contains("id 1 appears more than once"),
+            "{duplicate}"
+        );
+        let bad_id = TextStore::open(&write(&dir, "bad.tsv", b"1\ta\nx\tb\n"))
+            .err()
+            .unwrap();
+        assert!(bad_id.to_string().contains("bad.tsv:2"), "{bad_id}");
+    }
+}

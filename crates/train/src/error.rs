@@ -1,0 +1,60 @@
+use std::path::PathBuf;
+
+use lsr_backbone::BackboneError;
+
+/// What can stop training before it starts or while it runs. Every variant names the file (and
+/// line, or config field) it concerns. A collapse is not an error: it is an [`crate::Outcome`].
+#[derive(Debug, thiserror::Error)]
+pub enum TrainError {
+    #[error("{source_name}: {message}")]
+    Config {
+        /// The config file, or `--set` for a command-line override.
+        source_name: String,
+        message: String,
+    },
+    #[error("{}{}: {message}", path.display(), line.map(|l| format!(":{l}")).unwrap_or_default())]
+    Data {
+        path: PathBuf,
+        line: Option<usize>,
+        message: String,
+    },
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}: {message}")]
+    Checkpoint { path: PathBuf, message: String },
+    #[error(transparent)]
+    Backbone(#[from] BackboneError),
+}
+
+pub type Result<T, E = TrainError> = std::result::Result<T, E>;
+
+impl TrainError {
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Self::Io {
+            path: path.into(),
+            source,
+        }
+    }
+
+    pub(crate) fn data(
+        path: impl Into<PathBuf>,
+        line: Option<usize>,
+        message: impl Into<String>,
+    ) -> Self {
+        Self::Data {
+            path: path.into(),
+            line,
+            message: message.into(),
+        }
+    }
+
+    pub(crate) fn checkpoint(path: impl Into<PathBuf>, message: impl Into<String>) -> Self {
+        Self::Checkpoint {
+            path: path.into(),
+            message: message.into(),
+        }
+    }
+}

@@ -1,0 +1,20 @@
+//! SPLADE training. A cell config (backbone checkpoint, rescale factor k, recipe, data, output
+//! directory) becomes a trained model: the backbone is loaded and its MLM head divided by k once,
+//! before the optimiser sees it; batches of MS MARCO-style triplets are read and tokenised off the
+//! training thread; each step minimises InfoNCE over in-batch positives and hard negatives plus
+//! the FLOPS regularisers of queries and documents (quadratic λ warm-up), with an explicit AdamW,
+//! a linear warm-up/decay schedule, optional global-norm clipping and gradient accumulation. Every
+//! step is logged to CSV; checkpoints are atomic and a run resumes from the newest one; a NaN loss
+//! or all-zero documents end the run as a recorded collapse, which is one of the paper's results.
+
+pub mod config;
+pub mod data;
+pub mod error;
+pub mod loss;
+pub mod schedule;
+pub mod trainer;
+
+pub use config::{DataConfig, ModelSpec, Recipe, Regularizer, TrainConfig};
+pub use error::{Result, TrainError};
+pub use loss::{LossTerms, splade_loss};
+pub use trainer::{StepMetrics, Trainer};

@@ -1,0 +1,247 @@
+//! One optimiser step of SPLADE training, and the quantities logged about it.
+
+use burn::module::{Module, ModuleVisitor, Param};
+use burn::optim::{AdamWConfig, GradientsAccumulator, GradientsParams, ModuleOptimizer};
+use burn::prelude::*;
+use lsr_backbone::MaskedLm;
+use lsr_splade::splade_pool;
+use serde::{Deserialize, Serialize};
+
+use crate::config::Recipe;
+use crate::data::TrainBatch;
+use crate::loss::splade_loss;
+use crate::schedule::{learning_rate, regularizer_weight};
+
+/// What one step did, as logged (`train.csv`). Losses and statistics are means over the
+/// step's micro-batches.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct StepMetrics {
+    pub step: usize,
+    pub lr: f64,
+    pub loss: f64,
+    pub ranking_loss: f64,
+    /// The query regulariser (FLOPS or L1, as the recipe says), before λ_q.
+    pub flops_q: f64,
+    pub flops_d: f64,
+    pub lambda_q: f64,
+    pub lambda_d: f64,
+    /// Mean number of non-zero terms per query / document.
+    pub l0_q: f64,
+    pub l0_d: f64,
+    pub positive_score: f64,
+    pub negative_score: f64,
+    /// Largest weight of any query or document term.
+    pub max_activation: f64,
+    /// Global L2 norm of the gradient, before clipping.
+    pub grad_norm: f64,
+    pub seconds: f64,
+}
+
+/// The model being trained, its optimiser and the step count.
+pub struct Trainer {
+    pub model: MaskedLm,
+    pub optimizer: ModuleOptimizer,
+    pub recipe: Recipe,
+    /// Steps taken so far.
+    pub step: usize,
+}
+
+impl Trainer {
+    /// `model` must live on an autodiff device and already carry the rescaled head.
+    pub fn new(model: MaskedLm, recipe: Recipe) -> Self {
+        Self {
+            model,
+            optimizer: adamw(&recipe),
+            recipe,
+            step: 0,
+        }
+    }
+
+    /// One optimiser step over `micro_batches` (the recipe's `accumulation` of them).
+    pub fn step(&mut self, micro_batches: &[TrainBatch]) -> StepMetrics {
+        let started = std::time::Instant::now();
+        let t = self.step + 1;
+        let r = &self.recipe;
+        let lr = learning_rate(r.lr, t, r.warmup_steps, r.steps);
+        let lambda_q = regularizer_weight(r.lambda_q, t, r.lambda_warmup_steps);
+        let lambda_d = regularizer_weight(r.lambda_d, t, r.lambda_warmup_steps);
+        let device = self.model.head.bias.val().device();
+
+        let mut accumulator = GradientsAccumulator::<MaskedLm>::new();
+        let mut sums = [0.0f64; MONITORED];
+        for batch in micro_batches {
+            let (query_ids, query_mask) = batch.queries.to_tensors(&device);
+            let queries = splade_pool(
+                self.model.forward(query_ids, query_mask.clone()),
+                query_mask,
+            );
+            let (doc_ids, doc_mask) = batch.documents.to_tensors(&device);
+            let documents = splade_pool(self.model.forward(doc_ids, doc_mask.clone()), doc_mask);
+            let terms = splade_loss(
+                queries.clone(),
+                documents.clone(),
+                r.negatives,
+                lambda_q,
+                lambda_d,
+                r.query_regularizer,
+            );
+            let monitored = monitor(&terms, &queries, &documents);
+            let gradients = terms
+                .total
+                .div_scalar(micro_batches.len() as f64)
+                .backward();
+            accumulator.accumulate(
+                &self.model,
+                GradientsParams::from_grads(gradients, &self.model),
+            );
+            for (sum, value) in sums.iter_mut().zip(monitored) {
+                *sum += value / micro_batches.len() as f64;
+            }
+        }
+        let mut gradients = accumulator.grads();
+        let grad_norm = global_norm(&self.model, &gradients);
+        if let Some(max_norm) = r.max_grad_norm
+            && grad_norm > max_norm
+        {
+            // torch.nn.utils.clip_grad_norm_'s factor.
+            scale_gradients(&self.model, &mut gradients, max_norm / (grad_norm + 1e-6));
+        }
+        self.model = self.optimizer.step(lr, self.model.clone(), gradients);
+        self.step = t;
+        let [
+            loss,
+            ranking_loss,
+            flops_q,
+            flops_d,
+            l0_q,
+            l0_d,
+            positive_score,
+            negative_score,
+            max_activation,
+        ] = sums;
+        StepMetrics {
+            step: t,
+            lr,
+            loss,
+            ranking_loss,
+            flops_q,
+            flops_d,
+            lambda_q,
+            lambda_d,
+            l0_q,
+            l0_d,
+            positive_score,
+            negative_score,
+            max_activation,
+            grad_norm,
+            seconds: started.elapsed().as_secs_f64(),
+        }
+    }
+}
+
+/// AdamW with every hyperparameter from the recipe (burn's own defaults differ from PyTorch's:
+/// eps 1e-5, weight decay 1e-4). Decay applies to every parameter, as in naver/splade.
+pub fn adamw(recipe: &Recipe) -> ModuleOptimizer {
+    AdamWConfig::new()
+        .with_beta_1(recipe.beta1 as f32)
+        .with_beta_2(recipe.beta2 as f32)
+        .with_epsilon(recipe.eps as f32)
+        .with_weight_decay(recipe.weight_decay as f32)
+        .with_cautious_weight_decay(false)
+        .with_amsgrad(false)
+        .with_grad_clipping(None)
+        .init()
+}
+
+const MONITORED: usize = 9;
+
+/// The logged values of one micro-batch, read from the device in one transfer.
+fn monitor(
+    terms: &crate::LossTerms,
+    queries: &Tensor<2>,
+    documents: &Tensor<2>,
+) -> [f64; MONITORED] {
+    let non_zero = |t: &Tensor<2>| {
+        t.clone()
+            .detach()
+            .greater_elem(0.0)
+            .float()
+            .sum_dim(1)
+            .mean()
+    };
+    let max = queries
+        .clone()
+        .detach()
+        .max()
+        .max_pair(documents.clone().detach().max());
+    let negatives = terms.negative_scores.clone().detach();
+    let negative_mean = if negatives.dims()[1] == 0 {
+        Tensor::zeros([1], &negatives.device())
+    } else {
+        negatives.mean()
+    };
+    let values = Tensor::cat(
+        vec![
+            terms.total.clone().detach(),
+            terms.ranking.clone().detach(),
+            terms.query_regularizer.clone().detach(),
+            terms.document_flops.clone().detach(),
+            non_zero(queries),
+            non_zero(documents),
+            terms.positive_scores.clone().detach().mean(),
+            negative_mean,
+            max,
+        ],
+        0,
+    );
+    let values: Vec<f32> = values
+        .into_data()
+        .convert::<f32>()
+        .try_into_vec()
+        .expect("f32 after conversion");
+    std::array::from_fn(|i| values[i] as f64)
+}
+
+/// `sqrt(Σ_p ‖g_p‖²)` over every parameter with a gradient (what `clip_grad_norm_` measures;
+/// burn's own norm clipping is per tensor).
+pub fn global_norm(model: &MaskedLm, gradients: &GradientsParams) -> f64 {
+    struct SquaredNorm<'a> {
+        gradients: &'a GradientsParams,
+        total: Option<Tensor<1>>,
+    }
+    impl ModuleVisitor for SquaredNorm<'_> {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+            if let Some(gradient) = self.gradients.get::<D>(param.id) {
+                let squares = gradient.square().sum();
+                self.total = Some(match self.total.take() {
+                    Some(total) => total + squares,
+                    None => squares,
+                });
+            }
+        }
+    }
+    let mut visitor = SquaredNorm {
+        gradients,
+        total: None,
+    };
+    model.visit(&mut visitor);
+    visitor
+        .total
+        .map_or(0.0, |total| total.into_scalar::<f32>().to_f64().sqrt())
+}
+
+fn scale_gradients(model: &MaskedLm, gradients: &mut GradientsParams, factor: f64) {
+    struct Scale<'a> {
+        gradients: &'a mut GradientsParams,
+        factor: f64,
+    }
+    impl ModuleVisitor for Scale<'_> {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+            if let Some(gradient) = self.gradients.remove::<D>(param.id) {
+                self.gradients
+                    .register(param.id, gradient.mul_scalar(self.factor));
+            }
+        }
+    }
+    model.visit(&mut Scale { gradients, factor });
+}
