@@ -71,7 +71,7 @@ pub struct Albert {
 
 impl Albert {
     pub fn load(w: &Weights, c: &AlbertConfig, path: &Path) -> Result<(Self, MlmHead)> {
-        if c.num_hidden_groups == 0 || c.num_hidden_layers % c.num_hidden_groups != 0 {
+        if c.num_hidden_groups == 0 || !c.num_hidden_layers.is_multiple_of(c.num_hidden_groups) {
             return Err(BackboneError::config(
                 path,
                 format!(

@@ -29,7 +29,7 @@ pub use config::{ArchConfig, ModelConfig};
 pub use device::{compiled_backends, parse_device};
 pub use error::{BackboneError, Result};
 pub use head::MlmHead;
-pub use hf_names::{TensorNames, parameter_values};
+pub use hf_names::{TensorNames, parameter_values, write_checkpoint};
 pub use model::{Backbone, Encoder, MaskedLm, RescaleMode};
 pub use stats::HeadStats;
 pub use tokenizer::{TextTokenizer, TokenBatch};

@@ -287,7 +287,7 @@ impl StoredTensor {
             TensorBytes::Safetensors { map, range, dtype } => {
                 let bytes = &map[range.clone()];
                 match dtype {
-                    Dtype::F32 => Ok(decode(bytes, |b| f32::from_le_bytes(b))),
+                    Dtype::F32 => Ok(decode(bytes, f32::from_le_bytes)),
                     Dtype::F16 => Ok(decode(bytes, |b| half::f16::from_le_bytes(b).to_f32())),
                     Dtype::BF16 => Ok(decode(bytes, |b| half::bf16::from_le_bytes(b).to_f32())),
                     Dtype::F64 => Ok(decode(bytes, |b| f64::from_le_bytes(b) as f32)),

@@ -1,6 +1,6 @@
 //! `lsr`: the command line of the lsr workspace. Each subcommand is a thin shell over a crate:
 //! `norms` (backbone head statistics), `encode` (SPLADE vectors), `data` (evaluation data),
-//! `eval` (a model on data sets), `evaluate` (measures of a run), `bench` (speed and memory).
+//! `train` and `export` (SPLADE training), `eval` (a model on data sets), `evaluate` (measures of a run), `bench` (speed and memory).
 
 mod bench;
 mod data;
@@ -9,6 +9,7 @@ mod eval;
 mod evaluate;
 mod model;
 mod norms;
+mod train;
 
 use std::process::ExitCode;
 
@@ -34,6 +35,10 @@ enum Command {
     /// Evaluation data: fetch and verify MS MARCO, TREC DL, BEIR, NanoBEIR.
     #[command(subcommand)]
     Data(data::DataCommand),
+    /// Train a SPLADE model from a cell config (exit code 3 when the run collapses).
+    Train(train::TrainArgs),
+    /// Write a training checkpoint as a Hugging Face checkpoint.
+    Export(train::ExportArgs),
     /// Evaluate a SPLADE model on data sets: encode, index, retrieve, measure, FLOPs.
     Eval(eval::EvalArgs),
     /// trec_eval-exact measures of any TREC run against qrels.
@@ -53,6 +58,11 @@ fn main() -> ExitCode {
         .init();
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Train(args) => match train::run(args) {
+            Ok(true) => return ExitCode::from(train::COLLAPSED),
+            other => other.map(|_| ()),
+        },
+        Command::Export(args) => train::export(args),
         Command::Norms(args) => norms::run(args),
         Command::Encode(args) => encode::run(args),
         Command::Data(command) => data::run(command),

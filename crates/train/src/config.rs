@@ -211,7 +211,7 @@ impl TrainConfig {
                 return Err(fail(field, "must be at least 1, got 0".into()));
             }
         }
-        if r.batch_size % r.accumulation != 0 {
+        if !r.batch_size.is_multiple_of(r.accumulation) {
             return Err(fail(
                 "recipe.accumulation",
                 format!(

@@ -7,14 +7,18 @@
 //! step is logged to CSV; checkpoints are atomic and a run resumes from the newest one; a NaN loss
 //! or all-zero documents end the run as a recorded collapse, which is one of the paper's results.
 
+pub mod checkpoint;
 pub mod config;
 pub mod data;
 pub mod error;
+pub mod log;
 pub mod loss;
+pub mod run;
 pub mod schedule;
 pub mod trainer;
 
 pub use config::{DataConfig, ModelSpec, Recipe, Regularizer, TrainConfig};
 pub use error::{Result, TrainError};
 pub use loss::{LossTerms, splade_loss};
+pub use run::{Outcome, RunStatus, StatusFile, train};
 pub use trainer::{StepMetrics, Trainer};

@@ -29,7 +29,7 @@ impl LineFile {
         for newline in memchr::memchr_iter(b'\n', &map) {
             lines += 1;
             start = newline + 1;
-            if lines % BLOCK == 0 {
+            if lines.is_multiple_of(BLOCK) {
                 block_starts.push(start as u64);
             }
         }

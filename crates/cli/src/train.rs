@@ -1,0 +1,55 @@
+use std::path::PathBuf;
+
+use anyhow::Result;
+use clap::Args;
+use lsr_backbone::parse_device;
+use lsr_train::{Outcome, TrainConfig};
+
+/// Exit code of a run that collapsed (a recorded result, distinct from an error's 1).
+pub const COLLAPSED: u8 = 3;
+
+#[derive(Args)]
+pub struct TrainArgs {
+    /// The cell's config (model, recipe, data, output), TOML.
+    #[arg(long)]
+    config: PathBuf,
+    /// Override a field: `--set recipe.lr=1e-5 --set model.k=16 --set device=cuda`.
+    #[arg(long = "set", value_name = "FIELD=VALUE")]
+    overrides: Vec<String>,
+    /// Continue the run in the output directory from its newest checkpoint.
+    #[arg(long)]
+    resume: bool,
+}
+
+#[derive(Args)]
+pub struct ExportArgs {
+    /// A training checkpoint directory (`<checkpoints>/step-N`).
+    checkpoint: PathBuf,
+    /// Where to write the Hugging Face checkpoint (must not exist or be empty).
+    out_dir: PathBuf,
+    /// flex, wgpu[:N] or cuda[:N]; default flex (writing needs no accelerator).
+    #[arg(long, default_value = "flex")]
+    device: String,
+}
+
+/// Trains; `Ok(true)` if the run collapsed.
+pub fn run(args: TrainArgs) -> Result<bool> {
+    let config = TrainConfig::load(&args.config, &args.overrides)?;
+    match lsr_train::train(&config, args.resume)? {
+        Outcome::Finished { steps, model } => {
+            eprintln!("finished {steps} steps; model: {}", model.display());
+            Ok(false)
+        }
+        Outcome::Collapsed { step, reason } => {
+            eprintln!("collapsed at step {step}: {reason}");
+            Ok(true)
+        }
+    }
+}
+
+pub fn export(args: ExportArgs) -> Result<()> {
+    let device = parse_device(Some(&args.device))?;
+    lsr_train::checkpoint::export(&args.checkpoint, &args.out_dir, &device)?;
+    eprintln!("wrote {}", args.out_dir.display());
+    Ok(())
+}

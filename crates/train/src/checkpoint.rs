@@ -1,0 +1,142 @@
+//! Training checkpoints: `<dir>/step-00000100/` with the model and optimiser records (burnpack),
+//! the run's position (`state.json`) and its resolved config. Each is written into a `.partial`
+//! directory and renamed into place, so a directory named `step-N` is always complete; the
+//! newest `keep` are kept.
+
+use std::path::{Path, PathBuf};
+
+use burn::module::Module;
+use lsr_backbone::MaskedLm;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Result, TrainError};
+use crate::trainer::Trainer;
+
+/// Where the run stands after a step; with the records, enough to continue exactly.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct RunState {
+    /// Optimiser steps taken.
+    pub step: usize,
+    /// The next micro-batch to read (the data cursor; the data order is a function of the seed).
+    pub next_micro_batch: u64,
+    /// Consecutive steps whose documents were all zero (for collapse detection).
+    pub zero_document_steps: usize,
+}
+
+const MODEL: &str = "model.bpk";
+const OPTIMIZER: &str = "optimizer.bpk";
+const STATE: &str = "state.json";
+pub const CONFIG: &str = "config.toml";
+
+/// Writes a checkpoint of `trainer` at `state.step` and prunes all but the newest `keep`.
+pub fn save(
+    dir: &Path,
+    trainer: &Trainer,
+    state: &RunState,
+    config_toml: &str,
+    keep: usize,
+) -> Result<PathBuf> {
+    let name = format!("step-{:08}", state.step);
+    let target = dir.join(&name);
+    let staging = dir.join(format!("{name}.partial"));
+    let io = |path: &Path, e| TrainError::io(path, e);
+    if staging.exists() {
+        std::fs::remove_dir_all(&staging).map_err(|e| io(&staging, e))?;
+    }
+    std::fs::create_dir_all(&staging).map_err(|e| io(&staging, e))?;
+    let record_error =
+        |path: PathBuf, e: burn::store::RecordError| TrainError::checkpoint(path, e.to_string());
+    trainer
+        .model
+        .clone()
+        .save_file(staging.join(MODEL))
+        .map_err(|e| record_error(staging.join(MODEL), e))?;
+    trainer
+        .optimizer
+        .save(staging.join(OPTIMIZER))
+        .map_err(|e| record_error(staging.join(OPTIMIZER), e))?;
+    let state_json = serde_json::to_string_pretty(state).expect("state serialises");
+    std::fs::write(staging.join(STATE), state_json).map_err(|e| io(&staging.join(STATE), e))?;
+    std::fs::write(staging.join(CONFIG), config_toml).map_err(|e| io(&staging.join(CONFIG), e))?;
+    if target.exists() {
+        std::fs::remove_dir_all(&target).map_err(|e| io(&target, e))?;
+    }
+    std::fs::rename(&staging, &target).map_err(|e| io(&target, e))?;
+    for old in complete(dir)?.iter().rev().skip(keep) {
+        std::fs::remove_dir_all(&old.1).map_err(|e| io(&old.1, e))?;
+    }
+    Ok(target)
+}
+
+/// Complete checkpoints in `dir`, oldest first.
+fn complete(dir: &Path) -> Result<Vec<(usize, PathBuf)>> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Ok(Vec::new());
+    };
+    let mut found = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| TrainError::io(dir, e))?;
+        let name = entry.file_name();
+        if let Some(step) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("step-"))
+            .and_then(|n| n.parse().ok())
+        {
+            found.push((step, entry.path()));
+        }
+    }
+    found.sort();
+    Ok(found)
+}
+
+/// The newest complete checkpoint in `dir`, if any.
+pub fn latest(dir: &Path) -> Result<Option<PathBuf>> {
+    Ok(complete(dir)?.pop().map(|(_, path)| path))
+}
+
+/// The trained weights of checkpoint `path` applied to `model` (the same backbone, rescaled the
+/// same way).
+pub fn restore_model(path: &Path, model: MaskedLm) -> Result<MaskedLm> {
+    model
+        .try_load_file(path.join(MODEL))
+        .map_err(|e| TrainError::checkpoint(path.join(MODEL), e.to_string()))
+}
+
+/// Restores model and optimiser of `trainer` from checkpoint `path`; returns its run state.
+pub fn restore(path: &Path, trainer: &mut Trainer) -> Result<RunState> {
+    let state_path = path.join(STATE);
+    let text = std::fs::read(&state_path).map_err(|e| TrainError::io(&state_path, e))?;
+    let state: RunState = serde_json::from_slice(&text)
+        .map_err(|e| TrainError::checkpoint(&state_path, e.to_string()))?;
+    trainer.model = restore_model(path, trainer.model.clone())?;
+    let optimizer = std::mem::replace(
+        &mut trainer.optimizer,
+        crate::trainer::adamw(&trainer.recipe),
+    );
+    trainer.optimizer = optimizer
+        .load(path.join(OPTIMIZER))
+        .map_err(|e| TrainError::checkpoint(path.join(OPTIMIZER), e.to_string()))?;
+    trainer.step = state.step;
+    Ok(state)
+}
+
+/// Writes checkpoint `path` (a `step-N` directory) as a Hugging Face checkpoint in `out`: the
+/// backbone named by its config, rescaled as trained, with the checkpoint's weights.
+pub fn export(path: &Path, out: &Path, device: &burn::prelude::Device) -> Result<()> {
+    let config = crate::config::TrainConfig::load(&path.join(CONFIG), &[])?;
+    let recipe = &config.recipe;
+    let max_length = recipe.query_max_length.max(recipe.document_max_length);
+    let backbone = lsr_backbone::Backbone::load(&config.model.checkpoint, device, max_length)?;
+    let mode = if config.model.untie {
+        lsr_backbone::RescaleMode::Untie
+    } else {
+        lsr_backbone::RescaleMode::Shared
+    };
+    let model = backbone
+        .model
+        .clone()
+        .rescale_mlm_head(config.model.k, mode)?;
+    let model = restore_model(path, model)?;
+    lsr_backbone::write_checkpoint(&model, &backbone.tensor_names, &backbone.checkpoint, out)?;
+    Ok(())
+}

@@ -1,0 +1,209 @@
+//! Whole training runs on the tiny fixture models and `data/fixtures/train`.
+
+use std::path::{Path, PathBuf};
+
+use lsr_backbone::reference::fixtures_dir;
+use lsr_train::log::read_log;
+use lsr_train::{
+    DataConfig, ModelSpec, Outcome, Recipe, RunStatus, StatusFile, TrainConfig, train,
+};
+
+fn config(output: &Path, family: &str, steps: usize) -> TrainConfig {
+    TrainConfig {
+        model: ModelSpec {
+            checkpoint: fixtures_dir().join(family).display().to_string(),
+            k: 1.0,
+            untie: false,
+        },
+        recipe: Recipe {
+            steps,
+            batch_size: 4,
+            warmup_steps: steps.min(4),
+            lr: 1e-3,
+            lambda_q: 1e-3,
+            lambda_d: 1e-3,
+            lambda_warmup_steps: 10,
+            checkpoint_every: 5,
+            keep_checkpoints: 10,
+            query_max_length: 16,
+            document_max_length: 32,
+            ..Recipe::default()
+        },
+        data: DataConfig::Triples {
+            triples: fixtures_dir().join("train/triples.tsv"),
+        },
+        output: output.to_path_buf(),
+        checkpoints: None,
+        device: Some("flex".into()),
+    }
+}
+
+fn column(path: &Path, name: &str) -> Vec<f64> {
+    let (header, rows) = read_log(path).unwrap();
+    let index = header.iter().position(|h| h == name).unwrap();
+    rows.iter().map(|row| row[index]).collect()
+}
+
+fn finished_model(outcome: Outcome) -> PathBuf {
+    match outcome {
+        Outcome::Finished { model, .. } => model,
+        other => panic!("expected a finished run, got {other:?}"),
+    }
+}
+
+#[test]
+fn the_ranking_loss_falls() {
+    for family in ["bert", "modernbert"] {
+        let dir = tempfile::tempdir().unwrap();
+        let outcome = train(&config(dir.path(), family, 40), false).unwrap();
+        finished_model(outcome);
+        let ranking = column(&dir.path().join("train.csv"), "ranking_loss");
+        assert_eq!(ranking.len(), 40);
+        let first: f64 = ranking[..10].iter().sum::<f64>() / 10.0;
+        let last: f64 = ranking[30..].iter().sum::<f64>() / 10.0;
+        assert!(
+            last < 0.5 * first,
+            "{family}: ranking loss {first} → {last}"
+        );
+    }
+}
+
+#[test]
+fn id_triples_and_jsonl_with_two_negatives_train() {
+    let data = fixtures_dir().join("train");
+    let dir = tempfile::tempdir().unwrap();
+    let mut ids = config(&dir.path().join("ids"), "bert", 3);
+    ids.data = DataConfig::IdTriples {
+        triples: data.join("qidpidtriples.tsv"),
+        queries: data.join("queries.tsv"),
+        collection: data.join("collection.tsv"),
+    };
+    finished_model(train(&ids, false).unwrap());
+    let mut jsonl = config(&dir.path().join("jsonl"), "bert", 3);
+    jsonl.data = DataConfig::Jsonl {
+        triples: data.join("triples.jsonl"),
+    };
+    jsonl.recipe.negatives = 2;
+    jsonl.recipe.accumulation = 2;
+    let jsonl = jsonl.validated("test").unwrap();
+    finished_model(train(&jsonl, false).unwrap());
+    assert_eq!(
+        column(&dir.path().join("jsonl/train.csv"), "step"),
+        vec![1.0, 2.0, 3.0]
+    );
+}
+
+#[test]
+fn a_hugely_scaled_up_head_collapses_and_the_collapse_is_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cell = config(dir.path(), "bert", 20);
+    // ×1e39 puts the logits past f32's range: the scores are infinite and the loss NaN.
+    cell.model.k = 1e-39;
+    let outcome = train(&cell, false).unwrap();
+    let Outcome::Collapsed { step, reason } = outcome else {
+        panic!("expected a collapse, got {outcome:?}");
+    };
+    assert_eq!(step, 1);
+    assert!(reason.contains("non-finite loss"), "{reason}");
+    let status = StatusFile::read(dir.path()).unwrap().unwrap();
+    assert_eq!(status.status, RunStatus::Collapsed);
+    assert_eq!(status.step, 1);
+    assert_eq!(status.reason.as_deref(), Some(reason.as_str()));
+    assert_eq!(column(&dir.path().join("train.csv"), "step"), vec![1.0]);
+    assert!(dir.path().join("config.toml").exists());
+    // Asking again returns the recorded result instead of training.
+    assert_eq!(
+        train(&cell, true).unwrap(),
+        Outcome::Collapsed { step, reason }
+    );
+}
+
+#[test]
+fn resuming_after_a_kill_reaches_the_same_weights_without_lost_or_repeated_steps() {
+    let dir = tempfile::tempdir().unwrap();
+    let whole = dir.path().join("whole");
+    let reference = finished_model(train(&config(&whole, "bert", 17), false).unwrap());
+
+    // The state a SIGKILL at step 13 leaves: checkpoints 5 and 10, the log through step 13 (one
+    // row cut mid-write), status "running", and a half-written checkpoint directory.
+    let killed = dir.path().join("killed");
+    std::fs::create_dir_all(killed.join("checkpoints")).unwrap();
+    for step in ["step-00000005", "step-00000010"] {
+        copy_dir(
+            &whole.join("checkpoints").join(step),
+            &killed.join("checkpoints").join(step),
+        );
+    }
+    std::fs::create_dir_all(killed.join("checkpoints/step-00000015.partial")).unwrap();
+    let log = std::fs::read_to_string(whole.join("train.csv")).unwrap();
+    let mut lines: Vec<&str> = log.lines().take(14).collect();
+    lines.push("14,0.0009");
+    std::fs::write(killed.join("train.csv"), lines.join("\n")).unwrap();
+    let status = std::fs::read_to_string(whole.join("status.json")).unwrap();
+    std::fs::write(
+        killed.join("status.json"),
+        status.replace("finished", "running"),
+    )
+    .unwrap();
+
+    let refused = train(&config(&killed, "bert", 17), false).unwrap_err();
+    assert!(refused.to_string().contains("--resume"), "{refused}");
+    let resumed = finished_model(train(&config(&killed, "bert", 17), true).unwrap());
+
+    let (a, b) = (read(&reference), read(&resumed));
+    assert!(
+        a == b,
+        "resumed weights differ from the uninterrupted run's"
+    );
+    let steps = column(&killed.join("train.csv"), "step");
+    assert_eq!(steps, (1..=17).map(f64::from).collect::<Vec<_>>());
+    let losses = (
+        column(&whole.join("train.csv"), "loss"),
+        column(&killed.join("train.csv"), "loss"),
+    );
+    assert_eq!(losses.0, losses.1);
+}
+
+fn read(model_dir: &Path) -> Vec<u8> {
+    std::fs::read(model_dir.join("model.safetensors")).unwrap()
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+    }
+}
+
+#[test]
+fn bad_data_fails_before_anything_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = dir.path().join("out");
+    let mut cell = config(&output, "bert", 3);
+    cell.data = DataConfig::Triples {
+        triples: dir.path().join("missing.tsv"),
+    };
+    let error = train(&cell, false).unwrap_err().to_string();
+    assert!(error.contains("missing.tsv"), "{error}");
+    assert!(!output.exists());
+
+    let empty = dir.path().join("empty.tsv");
+    std::fs::write(&empty, "").unwrap();
+    cell.data = DataConfig::Triples { triples: empty };
+    let error = train(&cell, false).unwrap_err().to_string();
+    assert!(
+        error.contains("empty.tsv") && error.contains("empty"),
+        "{error}"
+    );
+
+    // A malformed line is found when its batch is read: the run stops as failed, naming it.
+    let bad = dir.path().join("bad.tsv");
+    std::fs::write(&bad, "q\tp\tn\nq\tp\tn\nq only\nq\tp\tn\n").unwrap();
+    cell.data = DataConfig::Triples { triples: bad };
+    let error = train(&cell, false).unwrap_err().to_string();
+    assert!(error.contains("bad.tsv:3"), "{error}");
+    let status = StatusFile::read(&output).unwrap().unwrap();
+    assert_eq!(status.status, RunStatus::Failed);
+    assert!(status.reason.unwrap().contains("bad.tsv:3"));
+}
