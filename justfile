@@ -39,3 +39,11 @@ bench-retrieve python=".venv/bin/python":
     scipy=$({{python}} scripts/bench/retrieve.py --compare target/bench-retrieve.trec); \
     echo "lsr:   $lsr"; echo "scipy: $scipy"; \
     {{python}} -c 'import json,sys; a,b=(json.loads(x) for x in sys.argv[1:]); print("lsr/scipy queries/s: %.1f, identical top-10: %s" % (a["queries_per_second"]/b["queries_per_second"], b["identical_top_k"]))' "$lsr" "$scipy"
+
+# SPLADE training-step benchmark, lsr then PyTorch on this machine, and their ratio.
+bench-train-step device="flex" torch_device="cpu" python=".venv/bin/python":
+    cargo build --release -p lsr-cli {{ if device == "flex" { "" } else { "--features " + replace_regex(device, ":.*", "") } }}
+    lsr=$(target/release/lsr bench train-step --device {{device}} --json); \
+    torch=$({{python}} scripts/bench/train_step.py --device {{torch_device}}); \
+    echo "lsr:     $lsr"; echo "pytorch: $torch"; \
+    {{python}} -c 'import json,sys; a,b=(json.loads(x) for x in sys.argv[1:]); print("lsr/pytorch seconds per step: %.2f, peak RSS: %.2f" % (a["seconds_per_step"]/b["seconds_per_step"], a["peak_rss_mib"]/b["peak_rss_mib"]))' "$lsr" "$torch"

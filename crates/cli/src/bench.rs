@@ -7,8 +7,10 @@ use std::time::Instant;
 use anyhow::Result;
 use burn::prelude::*;
 use clap::{Args, Subcommand};
-use lsr_backbone::{MaskedLm, ModelConfig, Weights, parse_device};
+use lsr_backbone::{MaskedLm, ModelConfig, TokenBatch, Weights, parse_device};
 use lsr_splade::splade_pool;
+use lsr_train::data::TrainBatch;
+use lsr_train::{Recipe, Trainer};
 use serde::Serialize;
 
 /// `bert-base-uncased`'s config.json (the architecture; weights are random).
@@ -23,6 +25,9 @@ const BERT_BASE: &str = r#"{
 pub enum BenchCommand {
     /// SPLADE encoding (MLM logits + max pooling) with a random BERT-base-shaped model.
     Encode(EncodeBench),
+    /// One SPLADE training step (forward, loss, backward, AdamW) with a random BERT-base-shaped
+    /// model: queries and their positive and negative documents.
+    TrainStep(TrainStepBench),
     /// Exact top-k retrieval over a synthetic SPLADE-like index (the same collection
     /// `scripts/bench/retrieve.py` generates for scipy.sparse).
     Retrieve(RetrieveBench),
@@ -82,6 +87,37 @@ pub struct EncodeBench {
     json: bool,
 }
 
+#[derive(Args)]
+pub struct TrainStepBench {
+    /// Queries per step; each has one positive and one hard negative (2× documents).
+    #[arg(long, default_value_t = 8)]
+    queries: usize,
+    #[arg(long, default_value_t = 32)]
+    query_len: usize,
+    #[arg(long, default_value_t = 128)]
+    document_len: usize,
+    /// Timed steps, after one warm-up step.
+    #[arg(long, default_value_t = 3)]
+    iterations: usize,
+    /// flex, wgpu[:N] or cuda[:N]; default: the best backend compiled in.
+    #[arg(long)]
+    device: Option<String>,
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Serialize)]
+struct TrainStepReport {
+    device: String,
+    queries: usize,
+    documents: usize,
+    query_len: usize,
+    document_len: usize,
+    iterations: usize,
+    seconds_per_step: f64,
+    peak_rss_mib: Option<f64>,
+}
+
 #[derive(Serialize)]
 struct EncodeReport {
     device: String,
@@ -97,6 +133,7 @@ pub fn run(command: BenchCommand) -> Result<()> {
     match command {
         BenchCommand::Encode(args) => encode(args),
         BenchCommand::Retrieve(args) => retrieve(args),
+        BenchCommand::TrainStep(args) => train_step(args),
     }
 }
 
@@ -167,16 +204,75 @@ fn rayon_threads() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
+/// A random model of BERT-base's shape on `device`.
+fn bert_base(device: &Device) -> Result<MaskedLm> {
+    let config = ModelConfig::parse(Path::new("<bert-base-uncased shape>"), BERT_BASE)?;
+    Ok(MaskedLm::load(&config, &Weights::random(0, 0.02, device))?)
+}
+
+/// Token ids `1000 + (i·7919 mod 29000)`, the same in `scripts/bench/`, and a full mask.
+fn synthetic_tokens(batch: usize, len: usize) -> TokenBatch {
+    TokenBatch {
+        ids: (0..batch * len)
+            .map(|i| 1000 + ((i * 7919) % 29_000) as u32)
+            .collect(),
+        mask: vec![1; batch * len],
+        batch,
+        len,
+    }
+}
+
+fn train_step(args: TrainStepBench) -> Result<()> {
+    let device = parse_device(args.device.as_deref())?;
+    let model = bert_base(&device.clone().autodiff())?;
+    let recipe = Recipe {
+        batch_size: args.queries,
+        negatives: 1,
+        ..Recipe::default()
+    };
+    let mut trainer = Trainer::new(model, recipe);
+    let batch = TrainBatch {
+        index: 0,
+        queries: synthetic_tokens(args.queries, args.query_len),
+        documents: synthetic_tokens(2 * args.queries, args.document_len),
+    };
+    // `step` reads its metrics back from the device, so it returns when the step is done.
+    trainer.step(std::slice::from_ref(&batch));
+    let start = Instant::now();
+    for _ in 0..args.iterations {
+        trainer.step(std::slice::from_ref(&batch));
+    }
+    let report = TrainStepReport {
+        device: format!("{device:?}"),
+        queries: args.queries,
+        documents: 2 * args.queries,
+        query_len: args.query_len,
+        document_len: args.document_len,
+        iterations: args.iterations,
+        seconds_per_step: start.elapsed().as_secs_f64() / args.iterations.max(1) as f64,
+        peak_rss_mib: peak_rss_mib(),
+    };
+    if args.json {
+        println!("{}", serde_json::to_string(&report)?);
+    } else {
+        println!(
+            "train step ({} queries x {}, {} documents x {}) on {}: {:.3} s/step, peak RSS {}",
+            report.queries,
+            report.query_len,
+            report.documents,
+            report.document_len,
+            report.device,
+            report.seconds_per_step,
+            describe_rss(report.peak_rss_mib)
+        );
+    }
+    Ok(())
+}
+
 fn encode(args: EncodeBench) -> Result<()> {
     let device = parse_device(args.device.as_deref())?;
-    let config = ModelConfig::parse(Path::new("<bert-base-uncased shape>"), BERT_BASE)?;
-    let model = MaskedLm::load(&config, &Weights::random(0, 0.02, &device))?;
-    let ids: Vec<i64> = (0..args.batch * args.seq_len)
-        .map(|i| 1000 + ((i * 7919) % 29_000) as i64)
-        .collect();
-    let shape = [args.batch, args.seq_len];
-    let ids = Tensor::<2, Int>::from_data(TensorData::new(ids, shape), &device);
-    let mask = Tensor::<2, Int>::ones(shape, &device);
+    let model = bert_base(&device)?;
+    let (ids, mask) = synthetic_tokens(args.batch, args.seq_len).to_tensors(&device);
     let step = || {
         let vectors = splade_pool(model.forward(ids.clone(), mask.clone()), mask.clone());
         // Reading the result back waits for the device to finish.

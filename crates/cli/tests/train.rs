@@ -1,0 +1,187 @@
+//! `lsr train` and `lsr export` as a user runs them: a real SIGKILL and `--resume`, the collapse
+//! exit code, an exported checkpoint read back by `lsr encode`.
+
+mod common;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::{fixture, lsr};
+
+fn write_cell(dir: &Path, steps: usize, checkpoint_every: usize) -> std::path::PathBuf {
+    let cell = format!(
+        r#"output = "{output}"
+device = "flex"
+
+[model]
+checkpoint = "{model}"
+k = 2.0
+
+[data]
+format = "triples"
+triples = "{triples}"
+
+[recipe]
+steps = {steps}
+batch_size = 4
+warmup_steps = 4
+lr = 1e-3
+lambda_q = 1e-3
+lambda_d = 1e-3
+lambda_warmup_steps = 10
+checkpoint_every = {checkpoint_every}
+query_max_length = 16
+document_max_length = 32
+"#,
+        output = dir.join("out").display(),
+        model = fixture("bert"),
+        triples = fixture("train/triples.tsv"),
+    );
+    let path = dir.join("cell.toml");
+    std::fs::write(&path, cell).unwrap();
+    path
+}
+
+fn logged_steps(output: &Path) -> Vec<usize> {
+    std::fs::read_to_string(output.join("train.csv"))
+        .unwrap_or_default()
+        .lines()
+        .skip(1)
+        .filter_map(|line| line.split(',').next()?.parse().ok())
+        .collect()
+}
+
+#[test]
+fn a_run_killed_with_sigkill_resumes_to_the_weights_of_an_uninterrupted_run() {
+    const STEPS: usize = 400;
+    let dir = tempfile::tempdir().unwrap();
+    let whole = dir.path().join("whole");
+    std::fs::create_dir_all(&whole).unwrap();
+    let cell = write_cell(&whole, STEPS, 50);
+    lsr()
+        .args(["train", "--config"])
+        .arg(&cell)
+        .assert()
+        .success();
+
+    let killed = dir.path().join("killed");
+    std::fs::create_dir_all(&killed).unwrap();
+    let cell = write_cell(&killed, STEPS, 50);
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("lsr"))
+        .args(["train", "--config"])
+        .arg(&cell)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while logged_steps(&killed.join("out")).len() < 120 {
+        assert!(started.elapsed() < Duration::from_secs(120), "no progress");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let status = std::fs::read_to_string(killed.join("out/status.json")).unwrap();
+    assert!(
+        status.contains("running"),
+        "the run ended before the kill: {status}"
+    );
+
+    lsr()
+        .args(["train", "--resume", "--config"])
+        .arg(&cell)
+        .assert()
+        .success();
+    let weights =
+        |root: &Path| std::fs::read(root.join("out/checkpoints/model/model.safetensors")).unwrap();
+    assert!(
+        weights(&whole) == weights(&killed),
+        "resumed weights differ"
+    );
+    assert_eq!(
+        logged_steps(&killed.join("out")),
+        (1..=STEPS).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn a_collapse_exits_with_code_3_and_an_invalid_config_with_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let cell = write_cell(dir.path(), 5, 5);
+    let collapsed = lsr()
+        .args(["train", "--config"])
+        .arg(&cell)
+        .args(["--set", "model.k=1e-39"])
+        .output()
+        .unwrap();
+    assert_eq!(collapsed.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&collapsed.stderr).contains("collapsed at step 1"));
+
+    for (set, field) in [
+        ("recipe.batch_size=0", "recipe.batch_size"),
+        ("model.k=0", "model.k"),
+    ] {
+        let out = lsr()
+            .args(["train", "--config"])
+            .arg(&cell)
+            .args(["--set", set])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains(field) && stderr.contains("cell.toml"),
+            "{stderr}"
+        );
+    }
+}
+
+#[test]
+fn an_exported_checkpoint_encodes_like_the_model_training_wrote() {
+    let dir = tempfile::tempdir().unwrap();
+    let cell = write_cell(dir.path(), 10, 5);
+    lsr()
+        .args(["train", "--config"])
+        .arg(&cell)
+        .assert()
+        .success();
+    let out = dir.path().join("out");
+    let exported = dir.path().join("exported");
+    lsr()
+        .arg("export")
+        .arg(out.join("checkpoints/step-00000010"))
+        .arg(&exported)
+        .assert()
+        .success();
+    let encode = |checkpoint: &Path| {
+        let output = lsr()
+            .args(["encode", "--json", "--device", "flex", "--checkpoint"])
+            .arg(checkpoint)
+            .args(["--text", "boil an egg", "--text", "the capital of italy"])
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        output.stdout
+    };
+    let trained = encode(&out.join("checkpoints/model"));
+    assert_eq!(encode(&exported), trained);
+    // Training changed the model: the base checkpoint rescaled by the same k encodes otherwise.
+    let base = lsr()
+        .args([
+            "encode",
+            "--json",
+            "--device",
+            "flex",
+            "--k",
+            "2",
+            "--checkpoint",
+            &fixture("bert"),
+        ])
+        .args(["--text", "boil an egg", "--text", "the capital of italy"])
+        .output()
+        .unwrap();
+    assert_ne!(base.stdout, trained);
+}

@@ -1,0 +1,72 @@
+"""The `lsr bench train-step` workload in PyTorch: one SPLADE training step with a random
+BERT-base-shaped BertForMaskedLM: 8 queries x 32 tokens and 16 documents x 128 tokens (a
+positive and a hard negative per query), SPLADE max pooling, InfoNCE over in-batch positives
+plus the hard negatives, FLOPS on queries and documents, backward, AdamW (lr 2e-5, eps 1e-8,
+weight decay 0.01), f32, dropout off (lsr has none). Token ids as in lsr's benchmark.
+
+    python scripts/bench/train_step.py [--device cpu|cuda] [--queries 8] [--iterations 3]
+"""
+import argparse
+import json
+import resource
+import time
+
+import torch
+from transformers import BertConfig, BertForMaskedLM
+
+
+def tokens(batch, length, device):
+    ids = (1000 + (torch.arange(batch * length) * 7919) % 29000).reshape(batch, length).to(device)
+    return ids, torch.ones_like(ids)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--queries", type=int, default=8)
+    p.add_argument("--query-len", type=int, default=32)
+    p.add_argument("--document-len", type=int, default=128)
+    p.add_argument("--iterations", type=int, default=3)
+    args = p.parse_args()
+    torch.manual_seed(0)
+    config = BertConfig(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    model = BertForMaskedLM(config).train().to(args.device)
+    optim = torch.optim.AdamW(model.parameters(), lr=2e-5, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
+    q_ids, q_mask = tokens(args.queries, args.query_len, args.device)
+    d_ids, d_mask = tokens(2 * args.queries, args.document_len, args.device)
+
+    def splade(ids, mask):
+        logits = model(input_ids=ids, attention_mask=mask).logits
+        return (torch.log1p(torch.relu(logits)) * mask.unsqueeze(-1)).amax(dim=1)
+
+    def flops(reps):
+        return (reps.abs().mean(dim=0) ** 2).sum()
+
+    def step():
+        q, d = splade(q_ids, q_mask), splade(d_ids, d_mask)
+        b = q.shape[0]
+        logits = torch.cat([q @ d[:b].T, (q * d[b:]).sum(dim=1, keepdim=True)], dim=1)
+        ranking = -torch.log_softmax(logits, dim=1)[torch.arange(b), torch.arange(b)].mean()
+        loss = ranking + 3e-4 * flops(q) + 1e-4 * flops(d)
+        optim.zero_grad(set_to_none=True)
+        loss.backward()
+        optim.step()
+        return loss.item()  # waits for the device
+
+    step()
+    start = time.perf_counter()
+    for _ in range(args.iterations):
+        step()
+    seconds = (time.perf_counter() - start) / args.iterations
+    report = {
+        "device": args.device, "threads": torch.get_num_threads(), "queries": args.queries,
+        "documents": 2 * args.queries, "seconds_per_step": seconds,
+        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+    if args.device.startswith("cuda"):
+        report["peak_gpu_mib"] = torch.cuda.max_memory_allocated() / 2**20
+    print(json.dumps(report))
+
+
+if __name__ == "__main__":
+    main()
