@@ -18,7 +18,31 @@ test:
 # Regenerate the fixtures with transformers and pytrec_eval (venv: scripts/fixtures/README.md).
 fixtures python=".venv/bin/python":
     {{python}} scripts/fixtures/generate.py
+    {{python}} scripts/fixtures/train_step.py
     {{python}} scripts/fixtures/trec_eval_fixtures.py
+
+# Run every cell of a matrix that is not done (table1: CUDA build; mini: CPU, builds its synthetic
+# data and miniature models first), then write its tables and figures.
+reproduce matrix="mini":
+    cargo build --release -p lsr-cli {{ if matrix == "mini" { "" } else { "--features cuda" } }}
+    {{ if matrix == "mini" { "target/release/lsr data synth --out data/synth && target/release/lsr data miniatures --spec experiments/mini-models.toml --vocab data/synth/vocab.txt --out data/synth/models" } else { "true" } }}
+    status=0; target/release/lsr matrix run experiments/{{matrix}}.toml || status=$?; \
+    target/release/lsr report results/{{matrix}}; exit $status
+
+# Train and evaluate one cell, e.g. `just cell mini modernbert 16`.
+cell matrix backbone k:
+    cargo build --release -p lsr-cli {{ if matrix == "mini" { "" } else { "--features cuda" } }}
+    target/release/lsr matrix run experiments/{{matrix}}.toml --cell {{backbone}}-k{{k}}
+
+# One figure of a matrix's results: `just plot tradeoff`, `just plot losses mini`.
+plot what matrix="table1":
+    cargo build --release -p lsr-cli
+    target/release/lsr report results/{{matrix}} --only {{what}}
+
+# Table 1 (Markdown, CSV, LaTeX) and the per-dataset table of a matrix's results.
+table matrix="table1":
+    cargo build --release -p lsr-cli
+    target/release/lsr report results/{{matrix}} --only table
 
 # Build the `lsr` binary (features: wgpu, cuda).
 build *features:

@@ -24,6 +24,35 @@ pub fn write_checkpoint(
     source: &Checkpoint,
     out: &Path,
 ) -> Result<()> {
+    let mut config: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(&source.config).map_err(|e| BackboneError::io(&source.config, e))?,
+    )
+    .map_err(|e| BackboneError::config(&source.config, e.to_string()))?;
+    if !model.is_tied() {
+        config["tie_word_embeddings"] = serde_json::Value::Bool(false);
+    }
+    let tokenizer_dir = source.tokenizer.parent().unwrap_or(Path::new("."));
+    write_directory(out, |staging| {
+        write_safetensors(model, names, &staging.join("model.safetensors"))?;
+        write_json(&staging.join("config.json"), &config)?;
+        for file in [
+            "tokenizer.json",
+            "tokenizer_config.json",
+            "special_tokens_map.json",
+        ] {
+            let from = tokenizer_dir.join(file);
+            if file == "tokenizer.json" || from.exists() {
+                std::fs::copy(&from, staging.join(file))
+                    .map_err(|e| BackboneError::io(&from, e))?;
+            }
+        }
+        Ok(())
+    })
+}
+
+/// Fills a sibling `.partial` directory with `fill`, then renames it to `out`; an existing
+/// non-empty `out` is refused.
+pub(crate) fn write_directory(out: &Path, fill: impl FnOnce(&Path) -> Result<()>) -> Result<()> {
     if out
         .read_dir()
         .is_ok_and(|mut entries| entries.next().is_some())
@@ -33,21 +62,27 @@ pub fn write_checkpoint(
             out.display()
         )));
     }
-    let tensors = hf_tensors(model, names)?;
-    let mut config: serde_json::Value = serde_json::from_slice(
-        &std::fs::read(&source.config).map_err(|e| BackboneError::io(&source.config, e))?,
-    )
-    .map_err(|e| BackboneError::config(&source.config, e.to_string()))?;
-    if !model.is_tied() {
-        config["tie_word_embeddings"] = serde_json::Value::Bool(false);
-    }
-
     let staging = out.with_extension("partial");
     let io = |path: &Path, e| BackboneError::io(path, e);
     if staging.exists() {
         std::fs::remove_dir_all(&staging).map_err(|e| io(&staging, e))?;
     }
     std::fs::create_dir_all(&staging).map_err(|e| io(&staging, e))?;
+    fill(&staging)?;
+    if out.exists() {
+        std::fs::remove_dir(out).map_err(|e| io(out, e))?;
+    }
+    std::fs::rename(&staging, out).map_err(|e| io(out, e))
+}
+
+pub(crate) fn write_json(path: &Path, value: &serde_json::Value) -> Result<()> {
+    let text = serde_json::to_string_pretty(value).expect("JSON values serialise");
+    std::fs::write(path, text).map_err(|e| BackboneError::io(path, e))
+}
+
+/// `model.safetensors`: f32 tensors under the family's names, PyTorch layout.
+pub(crate) fn write_safetensors(model: &MaskedLm, names: &TensorNames, path: &Path) -> Result<()> {
+    let tensors = hf_tensors(model, names)?;
     let views = tensors
         .iter()
         .map(|(name, data)| {
@@ -60,32 +95,13 @@ pub fn write_checkpoint(
             (name.clone(), view)
         })
         .collect::<Vec<_>>();
-    let weights = staging.join("model.safetensors");
     let metadata = HashMap::from([("format".to_string(), "pt".to_string())]);
-    safetensors::serialize_to_file(views, Some(metadata), &weights).map_err(|e| {
+    safetensors::serialize_to_file(views, Some(metadata), path).map_err(|e| {
         BackboneError::Corrupt {
-            path: weights.clone(),
+            path: path.to_path_buf(),
             message: e.to_string(),
         }
-    })?;
-    let config_path = staging.join("config.json");
-    let config_text = serde_json::to_string_pretty(&config).expect("JSON values serialise");
-    std::fs::write(&config_path, config_text).map_err(|e| io(&config_path, e))?;
-    let tokenizer_dir = source.tokenizer.parent().unwrap_or(Path::new("."));
-    for file in [
-        "tokenizer.json",
-        "tokenizer_config.json",
-        "special_tokens_map.json",
-    ] {
-        let from = tokenizer_dir.join(file);
-        if file == "tokenizer.json" || from.exists() {
-            std::fs::copy(&from, staging.join(file)).map_err(|e| io(&from, e))?;
-        }
-    }
-    if out.exists() {
-        std::fs::remove_dir(out).map_err(|e| io(out, e))?;
-    }
-    std::fs::rename(&staging, out).map_err(|e| io(out, e))
+    })
 }
 
 /// The model's parameters under their HF names, in PyTorch layout.

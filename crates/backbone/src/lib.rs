@@ -17,6 +17,7 @@ pub mod gte;
 pub mod head;
 pub mod hf_names;
 pub mod layers;
+pub mod miniature;
 pub mod model;
 pub mod modernbert;
 pub mod reference;

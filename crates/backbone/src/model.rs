@@ -120,21 +120,27 @@ impl MaskedLm {
         if !k.is_finite() || k <= 0.0 {
             return Err(BackboneError::InvalidScale(k));
         }
-        // The divided matrix must be a new leaf: on an autodiff device, `w / k` would be a node
-        // of a graph whose gradient flows back to the undivided tensor, not to the parameter.
-        let divide = |w: Tensor<2>| Parameter::set_require_grad(w.div_scalar(k).detach(), true);
-        match (self.head.decoder.take(), mode) {
-            (Some(decoder), _) => self.head.decoder = Some(decoder.map(divide)),
-            (None, RescaleMode::Shared) => {
+        if mode == RescaleMode::Untie && self.is_tied() {
+            let copy = self.tied_embeddings().div_scalar(k).detach();
+            self.head.decoder = Some(Param::from_tensor(copy));
+            return Ok(self);
+        }
+        Ok(self.map_decoder(|w| w.div_scalar(k)))
+    }
+
+    /// Replaces the decoder projection by `f` of it, on the shared matrix when tied.
+    pub(crate) fn map_decoder(mut self, f: impl FnOnce(Tensor<2>) -> Tensor<2>) -> Self {
+        // The result must be a new leaf: on an autodiff device, `f(w)` would be a node of a
+        // graph whose gradient flows back to the old tensor, not to the parameter.
+        let f = |w: Tensor<2>| Parameter::set_require_grad(f(w).detach(), true);
+        match self.head.decoder.take() {
+            Some(decoder) => self.head.decoder = Some(decoder.map(f)),
+            None => {
                 let embeddings = self.encoder.word_embeddings_mut();
-                embeddings.weight = embeddings.weight.clone().map(divide);
-            }
-            (None, RescaleMode::Untie) => {
-                let copy = self.tied_embeddings().div_scalar(k).detach();
-                self.head.decoder = Some(Param::from_tensor(copy));
+                embeddings.weight = embeddings.weight.clone().map(f);
             }
         }
-        Ok(self)
+        self
     }
 }
 

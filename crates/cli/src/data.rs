@@ -1,6 +1,6 @@
 use std::path::PathBuf;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 
 #[derive(Subcommand)]
@@ -10,6 +10,40 @@ pub enum DataCommand {
     Fetch(FetchArgs),
     /// Check data sets already under the data root (files parse, query counts as published).
     Verify(FetchArgs),
+    /// Write the synthetic retrieval task of the offline miniature: MS MARCO-style triplets and
+    /// BEIR-style test sets needing exact matching and expansion (deterministic).
+    Synth(SynthArgs),
+    /// Write the miniature checkpoints of the seven families (random weights, MLM-head row
+    /// norms from a spec file) over a synthetic vocabulary.
+    Miniatures(MiniatureArgs),
+}
+
+#[derive(Args)]
+pub struct SynthArgs {
+    #[arg(long)]
+    out: PathBuf,
+    #[arg(long, default_value_t = lsr_eval::miniature::SynthSpec::default().seed)]
+    seed: u64,
+}
+
+#[derive(Args)]
+pub struct MiniatureArgs {
+    /// TOML with `seed` and a `[norms]` table: family = decoder row norm.
+    #[arg(long)]
+    spec: PathBuf,
+    /// One word per line (`lsr data synth` writes `vocab.txt`).
+    #[arg(long)]
+    vocab: PathBuf,
+    /// One checkpoint directory per family is written here.
+    #[arg(long)]
+    out: PathBuf,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MiniatureSpec {
+    seed: u64,
+    norms: std::collections::BTreeMap<String, f64>,
 }
 
 #[derive(Args)]
@@ -28,6 +62,8 @@ pub fn run(command: DataCommand) -> Result<()> {
     let (args, download) = match command {
         DataCommand::Fetch(args) => (args, true),
         DataCommand::Verify(args) => (args, false),
+        DataCommand::Synth(args) => return synth(args),
+        DataCommand::Miniatures(args) => return miniatures(args),
     };
     for name in &args.names {
         let checked = if download {
@@ -38,6 +74,40 @@ pub fn run(command: DataCommand) -> Result<()> {
         for (dataset, queries) in checked {
             println!("{dataset}: ok, {queries} evaluated queries");
         }
+    }
+    Ok(())
+}
+
+fn synth(args: SynthArgs) -> Result<()> {
+    let spec = lsr_eval::miniature::SynthSpec {
+        seed: args.seed,
+        ..Default::default()
+    };
+    lsr_eval::miniature::write_synthetic(&spec, &args.out)?;
+    println!("wrote the synthetic task to {}", args.out.display());
+    Ok(())
+}
+
+fn miniatures(args: MiniatureArgs) -> Result<()> {
+    let text =
+        std::fs::read_to_string(&args.spec).with_context(|| args.spec.display().to_string())?;
+    let spec: MiniatureSpec =
+        toml::from_str(&text).with_context(|| args.spec.display().to_string())?;
+    let vocab =
+        std::fs::read_to_string(&args.vocab).with_context(|| args.vocab.display().to_string())?;
+    let words: Vec<String> = vocab
+        .lines()
+        .filter(|w| !w.is_empty())
+        .map(String::from)
+        .collect();
+    for (family, norm) in &spec.norms {
+        let out = args.out.join(family);
+        if out.join("model.safetensors").exists() {
+            println!("{family}: {} exists, kept", out.display());
+            continue;
+        }
+        lsr_backbone::miniature::write_miniature(family, &words, *norm, spec.seed, &out)?;
+        println!("{family}: row norm {norm} → {}", out.display());
     }
     Ok(())
 }

@@ -1,14 +1,17 @@
 //! `lsr`: the command line of the lsr workspace. Each subcommand is a thin shell over a crate:
 //! `norms` (backbone head statistics), `encode` (SPLADE vectors), `data` (evaluation data),
-//! `train` and `export` (SPLADE training), `eval` (a model on data sets), `evaluate` (measures of a run), `bench` (speed and memory).
+//! `train` and `export` (SPLADE training), `eval` (a model on data sets), `evaluate` (measures of a run), `matrix` and `report` (the experiment matrix and its tables
+//! and figures), `bench` (speed and memory).
 
 mod bench;
 mod data;
 mod encode;
 mod eval;
 mod evaluate;
+mod matrix;
 mod model;
 mod norms;
+mod report;
 mod train;
 
 use std::process::ExitCode;
@@ -41,6 +44,11 @@ enum Command {
     Export(train::ExportArgs),
     /// Evaluate a SPLADE model on data sets: encode, index, retrieve, measure, FLOPs.
     Eval(eval::EvalArgs),
+    /// Experiment matrices: list cells, their status, run them, write a Slurm job array.
+    #[command(subcommand)]
+    Matrix(matrix::MatrixCommand),
+    /// Table 1, loss curves and the trade-off plot of a matrix's results.
+    Report(report::ReportArgs),
     /// trec_eval-exact measures of any TREC run against qrels.
     Evaluate(evaluate::EvaluateArgs),
     /// Benchmarks (speed and peak memory); not tests.
@@ -68,6 +76,8 @@ fn main() -> ExitCode {
         Command::Data(command) => data::run(command),
         Command::Eval(args) => eval::run(args),
         Command::Evaluate(args) => evaluate::run(args),
+        Command::Matrix(command) => matrix::run(command),
+        Command::Report(args) => report::run(args),
         Command::Bench(command) => bench::run(command),
     };
     match result {

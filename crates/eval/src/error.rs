@@ -24,11 +24,20 @@ pub enum EvalError {
         "unknown measure `{0}`; expected e.g. mrr@10, ndcg@10, recall@1000, p@10, map, or trec_eval names (recip_rank, ndcg_cut_10, recall_100, P_10)"
     )]
     UnknownMeasure(String),
+    #[error("{0}")]
+    Invalid(String),
 }
 
 pub type Result<T, E = EvalError> = std::result::Result<T, E>;
 
 impl EvalError {
+    pub(crate) fn io(path: &std::path::Path, source: std::io::Error) -> Self {
+        Self::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+
     pub(crate) fn line(path: &std::path::Path, line: usize, message: impl Into<String>) -> Self {
         Self::Line {
             path: path.to_path_buf(),

@@ -12,6 +12,7 @@ pub mod fetch;
 pub mod flops;
 pub mod index;
 pub mod metrics;
+pub mod miniature;
 pub mod pipeline;
 pub mod synthetic;
 pub mod trec;

@@ -1,0 +1,32 @@
+//! One cell of the matrix; the files of its results directory are described in
+//! `lsr_report::layout`.
+
+use std::path::{Path, PathBuf};
+
+use lsr_report::{CellState, cell_state};
+use lsr_train::TrainConfig;
+
+use crate::error::Result;
+
+#[derive(Clone, Debug)]
+pub struct Cell {
+    /// `<backbone>-k<k>`, stable across runs: the name of its directories.
+    pub id: String,
+    pub backbone: String,
+    pub k: f64,
+    pub config: TrainConfig,
+}
+
+impl Cell {
+    pub fn dir(&self) -> &Path {
+        &self.config.output
+    }
+
+    pub fn checkpoint_dir(&self) -> PathBuf {
+        self.config.checkpoint_dir()
+    }
+
+    pub fn state(&self) -> Result<CellState> {
+        Ok(cell_state(self.dir())?)
+    }
+}

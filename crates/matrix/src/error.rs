@@ -1,0 +1,39 @@
+use std::path::PathBuf;
+
+/// Errors of a matrix file or of running it. Cell failures are not errors of the matrix: they
+/// are recorded in the cell's directory and the run goes on.
+#[derive(Debug, thiserror::Error)]
+pub enum MatrixError {
+    #[error("{}{}: {message}", path.display(), line.map(|l| format!(":{l}")).unwrap_or_default())]
+    Spec {
+        path: PathBuf,
+        line: Option<usize>,
+        message: String,
+    },
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("no cell `{0}` in the matrix; `lsr matrix list FILE` shows the ids")]
+    UnknownCell(String),
+    #[error(transparent)]
+    Train(#[from] lsr_train::TrainError),
+    #[error(transparent)]
+    Eval(#[from] lsr_eval::EvalError),
+    #[error(transparent)]
+    Backbone(#[from] lsr_backbone::BackboneError),
+    #[error(transparent)]
+    Report(#[from] lsr_report::ReportError),
+}
+
+pub type Result<T, E = MatrixError> = std::result::Result<T, E>;
+
+impl MatrixError {
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Self::Io {
+            path: path.into(),
+            source,
+        }
+    }
+}

@@ -1,0 +1,19 @@
+//! The experiment matrix: a TOML file naming backbones, a k grid, one recipe with per-backbone
+//! overrides, the training data and the evaluation sets. It is validated as a whole (errors
+//! name the line), expanded into cells `(backbone, k)` with stable ids (`modernbert-k16`), and
+//! run cell by cell — train, then evaluate the trained model — into `results/<matrix>/<cell>/`,
+//! skipping finished cells, resuming interrupted ones, recording collapsed and failed ones and
+//! going on. It also writes a Slurm job array that runs the missing cells in parallel. What it
+//! writes is all the report needs: it never reads this crate.
+
+pub mod cell;
+pub mod error;
+pub mod runner;
+pub mod slurm;
+pub mod spec;
+
+pub use cell::Cell;
+pub use error::{MatrixError, Result};
+pub use lsr_report::CellState;
+pub use runner::{RunOptions, run_cells};
+pub use spec::Matrix;

@@ -1,0 +1,194 @@
+//! Running cells: train (resuming whatever is there), evaluate the trained model, record.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use lsr_backbone::{Backbone, RescaleMode, parse_device};
+use lsr_eval::Measure;
+use lsr_eval::datasets::Dataset;
+use lsr_eval::pipeline::{DatasetReport, EvalSettings, evaluate_dataset};
+use lsr_splade::SpladeEncoder;
+use lsr_train::Outcome;
+use serde::Serialize;
+
+use lsr_report::layout::{FAILURE, INFO, MATRIX, METRICS};
+use lsr_report::{CellInfo, CellState};
+
+use crate::cell::Cell;
+use crate::error::{MatrixError, Result};
+use crate::spec::{EvalSpec, Matrix, PaperResult};
+
+/// burn's exact version, as pinned in the workspace manifest.
+const BURN_VERSION: &str = "0.22.1";
+
+#[derive(Clone, Debug, Default)]
+pub struct RunOptions {
+    /// Only this cell.
+    pub cell: Option<String>,
+    /// Delete and rerun cells that are done or collapsed.
+    pub force: bool,
+}
+
+/// `results/<matrix>/matrix.json`: the expanded matrix, for the report.
+#[derive(Serialize)]
+struct MatrixSummary<'a> {
+    name: &'a str,
+    cells: Vec<CellSummary<'a>>,
+    datasets: &'a [String],
+    tradeoff: &'a str,
+    paper: &'a [PaperResult],
+}
+
+#[derive(Serialize)]
+struct CellSummary<'a> {
+    id: &'a str,
+    backbone: &'a str,
+    k: f64,
+}
+
+/// `<cell>/metrics.json`.
+#[derive(Serialize)]
+struct CellMetrics<'a> {
+    datasets: BTreeMap<String, DatasetReport>,
+    /// Group name (`beir-13`) → its data sets, for group means.
+    groups: BTreeMap<&'a str, Vec<String>>,
+}
+
+/// Runs the cells that are not done (or only `options.cell`), in matrix order; a collapsed or
+/// failed cell is recorded and the next one runs. Returns each run cell's final state.
+pub fn run_cells(matrix: &Matrix, options: &RunOptions) -> Result<Vec<(String, CellState)>> {
+    write_summary(matrix)?;
+    let selected: Vec<&Cell> = match &options.cell {
+        Some(id) => vec![matrix.cell(id)?],
+        None => matrix.cells.iter().collect(),
+    };
+    let mut states = Vec::new();
+    for cell in selected {
+        let state = cell.state()?;
+        if matches!(state, CellState::Done | CellState::Collapsed) {
+            if !options.force {
+                tracing::info!("{}: {state}, skipped", cell.id);
+                continue;
+            }
+            for dir in [cell.dir().to_path_buf(), cell.checkpoint_dir()] {
+                if dir.exists() {
+                    std::fs::remove_dir_all(&dir).map_err(|e| MatrixError::io(&dir, e))?;
+                }
+            }
+        }
+        let failure = cell.dir().join(FAILURE);
+        if failure.exists() {
+            std::fs::remove_file(&failure).map_err(|e| MatrixError::io(&failure, e))?;
+        }
+        eprintln!("== {} ({state})", cell.id);
+        let state = match run_cell(matrix, cell) {
+            Ok(state) => state,
+            Err(error) => {
+                eprintln!("{}: failed: {error}", cell.id);
+                let record = serde_json::json!({ "cell": cell.id, "error": error.to_string() });
+                write_json(&failure, &record)?;
+                CellState::Failed
+            }
+        };
+        eprintln!("== {}: {state}", cell.id);
+        states.push((cell.id.clone(), state));
+    }
+    Ok(states)
+}
+
+fn run_cell(matrix: &Matrix, cell: &Cell) -> Result<CellState> {
+    std::fs::create_dir_all(cell.dir()).map_err(|e| MatrixError::io(cell.dir(), e))?;
+    let device = parse_device(matrix.device.as_deref())?;
+    let info = CellInfo {
+        id: cell.id.clone(),
+        backbone: cell.backbone.clone(),
+        k: cell.k,
+        checkpoint: cell.config.model.checkpoint.clone(),
+        git_commit: git_commit(),
+        lsr_version: env!("CARGO_PKG_VERSION").into(),
+        burn_version: BURN_VERSION.into(),
+        device: format!("{device:?}"),
+    };
+    write_json(&cell.dir().join(INFO), &info)?;
+    let model = match lsr_train::train(&cell.config, true)? {
+        Outcome::Collapsed { .. } => return Ok(CellState::Collapsed),
+        Outcome::Finished { model, .. } => model,
+    };
+    let metrics = evaluate(&matrix.eval, &model, &device, &cell.dir().join("eval"))?;
+    write_json(&cell.dir().join(METRICS), &metrics)?;
+    Ok(CellState::Done)
+}
+
+/// Evaluates the trained model (its head already rescaled, so k = 1) on every data set.
+fn evaluate<'a>(
+    spec: &'a EvalSpec,
+    model: &Path,
+    device: &burn::prelude::Device,
+    out: &Path,
+) -> Result<CellMetrics<'a>> {
+    let measures = Measure::parse_all(&spec.measures)?;
+    let settings = EvalSettings {
+        batch_size: spec.batch_size,
+        query_max_length: spec.query_max_length,
+        doc_max_length: spec.document_max_length,
+        top_k: spec.top_k,
+        measures,
+    };
+    let max_length = spec.query_max_length.max(spec.document_max_length);
+    let model_name = model.to_str().unwrap_or_default();
+    let backbone = Backbone::load(model_name, device, max_length)?;
+    let encoder = SpladeEncoder::new(backbone, 1.0, RescaleMode::Shared)?;
+    let mut metrics = CellMetrics {
+        datasets: BTreeMap::new(),
+        groups: BTreeMap::new(),
+    };
+    for name in &spec.datasets {
+        let members = Dataset::resolve(name, &spec.data_root)?;
+        if members.len() > 1 || members.iter().any(|d| &d.name != name) {
+            metrics
+                .groups
+                .insert(name, members.iter().map(|d| d.name.clone()).collect());
+        }
+        for dataset in members {
+            let dir = out.join(dataset.name.replace('/', "_"));
+            let report = evaluate_dataset(&encoder, &dataset, &settings, &dir)?;
+            metrics.datasets.insert(dataset.name.clone(), report);
+        }
+    }
+    Ok(metrics)
+}
+
+fn write_summary(matrix: &Matrix) -> Result<()> {
+    let summary = MatrixSummary {
+        name: &matrix.name,
+        cells: matrix
+            .cells
+            .iter()
+            .map(|c| CellSummary {
+                id: &c.id,
+                backbone: &c.backbone,
+                k: c.k,
+            })
+            .collect(),
+        datasets: &matrix.eval.datasets,
+        tradeoff: &matrix.eval.tradeoff,
+        paper: &matrix.paper,
+    };
+    std::fs::create_dir_all(&matrix.results).map_err(|e| MatrixError::io(&matrix.results, e))?;
+    write_json(&matrix.results.join(MATRIX), &summary)
+}
+
+fn git_commit() -> Option<String> {
+    let output = std::process::Command::new("git")
+        .args(["rev-parse", "HEAD"])
+        .output()
+        .ok()?;
+    output
+        .status
+        .success()
+        .then(|| String::from_utf8_lossy(&output.stdout).trim().to_string())
+}
+
+fn write_json(path: &Path, value: &impl Serialize) -> Result<()> {
+    Ok(lsr_eval::atomic::write_json(path, value)?)
+}

@@ -1,0 +1,193 @@
+//! A whole matrix on the miniature backbones and a small synthetic task: cells run in order,
+//! a failed and a collapsed cell are recorded and the rest goes on, finished cells are never
+//! rerun unless forced, the Slurm array holds what is missing, and the report reads it all.
+
+use std::path::Path;
+
+use lsr_eval::miniature::{SynthSpec, vocabulary, write_synthetic};
+use lsr_matrix::slurm::{SlurmOptions, job_array};
+use lsr_matrix::{CellState, Matrix, RunOptions, run_cells};
+
+fn matrix_file(root: &Path) -> std::path::PathBuf {
+    let text = format!(
+        r#"name = "tiny"
+results = "{root}/results"
+checkpoints = "{root}/checkpoints"
+device = "flex"
+k = [1, 4]
+
+[eval]
+data_root = "{root}/synth"
+datasets = ["beir/synth-a"]
+measures = ["mrr@10", "ndcg@10"]
+batch_size = 16
+query_max_length = 16
+document_max_length = 32
+top_k = 10
+tradeoff = "beir/synth-a"
+
+[data]
+format = "triples"
+triples = "{root}/synth/train/triples.tsv"
+
+[recipe]
+steps = 4
+batch_size = 4
+warmup_steps = 1
+lambda_warmup_steps = 1
+checkpoint_every = 2
+query_max_length = 16
+document_max_length = 32
+
+[[backbone]]
+name = "bert"
+checkpoint = "{root}/models/bert"
+
+[[backbone]]
+name = "modernbert"
+checkpoint = "{root}/models/modernbert"
+k = [16]
+
+[[backbone]]
+name = "broken"
+checkpoint = "{root}/models/absent"
+k = [1]
+
+[[backbone]]
+name = "blowup"
+checkpoint = "{root}/models/bert"
+k = [1e-39]
+"#,
+        root = root.display()
+    );
+    let path = root.join("tiny.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn runs_records_skips_and_reports() {
+    let root = tempfile::tempdir().unwrap();
+    let spec = SynthSpec {
+        entities: 12,
+        train_triples: 40,
+        test_sets: vec![("synth-a".into(), 8)],
+        ..SynthSpec::default()
+    };
+    write_synthetic(&spec, &root.path().join("synth")).unwrap();
+    let words = vocabulary(&spec);
+    for (family, norm) in [("bert", 0.9), ("modernbert", 2.553)] {
+        lsr_backbone::miniature::write_miniature(
+            family,
+            &words,
+            norm,
+            3,
+            &root.path().join("models").join(family),
+        )
+        .unwrap();
+    }
+    let matrix = Matrix::load(&matrix_file(root.path())).unwrap();
+    let ids: Vec<&str> = matrix.cells.iter().map(|c| c.id.as_str()).collect();
+    assert_eq!(
+        ids,
+        [
+            "bert-k1",
+            "bert-k4",
+            "modernbert-k16",
+            "broken-k1",
+            "blowup-k1e-39"
+        ]
+    );
+    assert!(
+        matrix
+            .cells
+            .iter()
+            .all(|c| c.state().unwrap() == CellState::Missing)
+    );
+
+    let states = run_cells(&matrix, &RunOptions::default()).unwrap();
+    let states: Vec<CellState> = states.into_iter().map(|(_, s)| s).collect();
+    use CellState::*;
+    assert_eq!(states, [Done, Done, Done, Failed, Collapsed]);
+    let failure = std::fs::read_to_string(matrix.cells[3].dir().join("failure.json")).unwrap();
+    assert!(failure.contains("absent"), "{failure}");
+    let done = matrix.cell("bert-k1").unwrap();
+    for file in [
+        "cell.json",
+        "config.toml",
+        "train.csv",
+        "status.json",
+        "metrics.json",
+        "eval/beir_synth-a/run.trec",
+    ] {
+        assert!(done.dir().join(file).exists(), "{file}");
+    }
+    let metrics_before = std::fs::read(done.dir().join("metrics.json")).unwrap();
+
+    // Again: only the failed cell is tried; finished and collapsed cells are left alone.
+    let again = run_cells(&matrix, &RunOptions::default()).unwrap();
+    assert_eq!(again, vec![("broken-k1".to_string(), Failed)]);
+    assert_eq!(
+        std::fs::read(done.dir().join("metrics.json")).unwrap(),
+        metrics_before
+    );
+
+    let options = SlurmOptions {
+        partition: Some("gpu".into()),
+        gpus: 1,
+        cpus: 8,
+        memory: "64G".into(),
+        time: "48:00:00".into(),
+        lsr: "target/release/lsr".into(),
+        parallel: Some(4),
+    };
+    let (script, cells) = job_array(&matrix, &options).unwrap();
+    assert_eq!(cells, ["broken-k1"]);
+    assert!(
+        script.contains("#SBATCH --array=0-0%4") && script.contains("CELLS=(broken-k1)"),
+        "{script}"
+    );
+    assert!(
+        script.contains("matrix run") && script.contains("--cell \"$CELL\""),
+        "{script}"
+    );
+
+    // --force reruns a finished cell.
+    let forced = run_cells(
+        &matrix,
+        &RunOptions {
+            cell: Some("bert-k1".into()),
+            force: true,
+        },
+    )
+    .unwrap();
+    assert_eq!(forced, vec![("bert-k1".to_string(), Done)]);
+
+    let out = root.path().join("report");
+    let written = lsr_report::write_report(
+        &root.path().join("results"),
+        &out,
+        &[
+            lsr_report::Part::Table,
+            lsr_report::Part::Losses,
+            lsr_report::Part::Tradeoff,
+        ],
+    )
+    .unwrap();
+    for path in &written {
+        assert!(
+            std::fs::metadata(path).unwrap().len() > 0,
+            "{}",
+            path.display()
+        );
+    }
+    let table = std::fs::read_to_string(out.join("table1.md")).unwrap();
+    assert!(
+        table.contains("| broken | 1 |") && table.contains("failed"),
+        "{table}"
+    );
+    assert!(
+        table.contains("collapsed") && table.contains("| modernbert | 16 |"),
+        "{table}"
+    );
+}

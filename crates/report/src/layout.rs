@@ -1,0 +1,73 @@
+//! The results layout of one cell, `<results>/<cell>/`, and the state it implies:
+//!
+//! | file | written by | meaning |
+//! |---|---|---|
+//! | `config.toml`, `train.csv`, `status.json` | training | see `lsr-train` |
+//! | `cell.json` | the matrix, first | backbone, k, git commit, crate versions, device |
+//! | `eval/<dataset>/` | evaluation | vectors, run, metrics, per-query metrics |
+//! | `metrics.json` | the matrix, last | every data set's report: the cell is done |
+//! | `failure.json` | the matrix | the error that stopped the cell (removed when retried) |
+
+use std::path::Path;
+
+use lsr_train::{RunStatus, StatusFile};
+use serde::{Deserialize, Serialize};
+
+use crate::error::Result;
+
+pub const METRICS: &str = "metrics.json";
+pub const FAILURE: &str = "failure.json";
+pub const INFO: &str = "cell.json";
+pub const MATRIX: &str = "matrix.json";
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CellState {
+    /// Trained and evaluated.
+    Done,
+    /// Training started and did not end: running now, or interrupted (a run resumes it).
+    Running,
+    /// Training collapsed: a result, kept.
+    Collapsed,
+    /// Training or evaluation stopped with an error (a run retries it).
+    Failed,
+    /// Nothing written yet.
+    Missing,
+}
+
+impl std::fmt::Display for CellState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let name = serde_json::to_value(self).expect("a unit variant serialises");
+        write!(f, "{}", name.as_str().expect("a string"))
+    }
+}
+
+/// `cell.json`: what a cell is, and where it ran.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct CellInfo {
+    pub id: String,
+    pub backbone: String,
+    pub k: f64,
+    pub checkpoint: String,
+    pub git_commit: Option<String>,
+    pub lsr_version: String,
+    pub burn_version: String,
+    pub device: String,
+}
+
+/// The state of the cell whose results are in `dir`.
+pub fn cell_state(dir: &Path) -> Result<CellState> {
+    if dir.join(METRICS).exists() {
+        return Ok(CellState::Done);
+    }
+    if dir.join(FAILURE).exists() {
+        return Ok(CellState::Failed);
+    }
+    Ok(match StatusFile::read(dir)?.map(|s| s.status) {
+        None => CellState::Missing,
+        Some(RunStatus::Collapsed) => CellState::Collapsed,
+        Some(RunStatus::Failed) => CellState::Failed,
+        // A finished training run still to be evaluated is in progress.
+        Some(RunStatus::Running | RunStatus::Finished) => CellState::Running,
+    })
+}

@@ -1,0 +1,41 @@
+//! Reporting: everything here reads the results directory of an experiment matrix and nothing
+//! else. It knows the results layout (which files make a cell done, collapsed, failed), and turns
+//! the cells' metrics and training logs into the paper's Table 1 (Markdown, CSV, LaTeX, with the
+//! paper's numbers beside ours and the best k per backbone marked), a per-dataset table, loss
+//! curves per backbone and the nDCG-vs-FLOPs trade-off (PNG and SVG, text drawn with a bundled
+//! font so no system fonts are needed).
+
+pub mod error;
+pub mod layout;
+pub mod plots;
+pub mod results;
+pub mod table;
+
+pub use error::{ReportError, Result};
+pub use layout::{CellInfo, CellState, cell_state};
+pub use results::MatrixResults;
+
+use std::path::Path;
+
+/// What `write_report` produces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Part {
+    Table,
+    Losses,
+    Tradeoff,
+}
+
+/// Writes the asked parts of the report of `results` into `out`; returns the files written.
+pub fn write_report(results: &Path, out: &Path, parts: &[Part]) -> Result<Vec<std::path::PathBuf>> {
+    let matrix = MatrixResults::read(results)?;
+    std::fs::create_dir_all(out).map_err(|e| ReportError::io(out, e))?;
+    let mut written = Vec::new();
+    for part in parts {
+        match part {
+            Part::Table => written.extend(table::write_tables(&matrix, out)?),
+            Part::Losses => written.extend(plots::loss_curves(&matrix, out)?),
+            Part::Tradeoff => written.extend(plots::tradeoff(&matrix, out)?),
+        }
+    }
+    Ok(written)
+}

@@ -1,0 +1,327 @@
+//! Figures, each as PNG and SVG: loss curves (one panel per backbone, one colour per k, total
+//! loss solid and ranking loss dashed, log y; a collapsed run ends in a cross) and the
+//! effectiveness/efficiency trade-off (mean nDCG@10 of the trade-off set against FLOPs, log x,
+//! one colour per backbone, points joined in k order and labelled with k).
+
+use std::path::{Path, PathBuf};
+use std::sync::Once;
+
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use plotters::style::{FontStyle, register_font};
+
+use crate::error::{ReportError, Result};
+use crate::layout::CellState;
+use crate::results::MatrixResults;
+use crate::table::primary_measure;
+
+/// DejaVu Sans (Bitstream Vera licence, `assets/DejaVuSans-LICENSE`), so text renders on
+/// machines without fonts.
+const FONT: &[u8] = include_bytes!("../assets/DejaVuSans.ttf");
+const FAMILY: &str = "sans-serif";
+
+/// Colour-blind-safe categorical palette (Okabe–Ito), then plotters' palette.
+const COLOURS: [RGBColor; 8] = [
+    RGBColor(0, 114, 178),
+    RGBColor(213, 94, 0),
+    RGBColor(0, 158, 115),
+    RGBColor(204, 121, 167),
+    RGBColor(230, 159, 0),
+    RGBColor(86, 180, 233),
+    RGBColor(0, 0, 0),
+    RGBColor(240, 228, 66),
+];
+
+fn colour(i: usize) -> RGBColor {
+    COLOURS[i % COLOURS.len()]
+}
+
+fn register() {
+    static FONT_ONCE: Once = Once::new();
+    FONT_ONCE.call_once(|| {
+        if register_font(FAMILY, FontStyle::Normal, FONT).is_err() {
+            tracing::warn!("the bundled font could not be registered");
+        }
+    });
+}
+
+/// Draws `draw` into `<out>/<stem>.png` and `.svg`.
+fn both_formats(
+    out: &Path,
+    stem: &str,
+    size: (u32, u32),
+    draw: impl Fn(DrawingArea<BitMapBackend, Shift>) -> Result<(), String> + Copy,
+    draw_svg: impl Fn(DrawingArea<SVGBackend, Shift>) -> Result<(), String>,
+) -> Result<Vec<PathBuf>> {
+    register();
+    let png = out.join(format!("{stem}.png"));
+    let svg = out.join(format!("{stem}.svg"));
+    let fail = |path: &Path, message: String| ReportError::Plot {
+        path: path.to_path_buf(),
+        message,
+    };
+    {
+        let root = BitMapBackend::new(&png, size).into_drawing_area();
+        draw(root.clone()).map_err(|m| fail(&png, m))?;
+        root.present().map_err(|e| fail(&png, e.to_string()))?;
+    }
+    {
+        let root = SVGBackend::new(&svg, size).into_drawing_area();
+        draw_svg(root.clone()).map_err(|m| fail(&svg, m))?;
+        root.present().map_err(|e| fail(&svg, e.to_string()))?;
+    }
+    Ok(vec![png, svg])
+}
+
+/// `losses.png` / `losses.svg`.
+pub fn loss_curves(matrix: &MatrixResults, out: &Path) -> Result<Vec<PathBuf>> {
+    let backbones = matrix.backbones();
+    let cols = backbones.len().clamp(1, 4);
+    let rows = backbones.len().div_ceil(cols).max(1);
+    let size = (420 * cols as u32, 340 * rows as u32);
+    both_formats(
+        out,
+        "losses",
+        size,
+        |root| draw_losses(matrix, root, rows, cols),
+        |root| draw_losses(matrix, root, rows, cols),
+    )
+}
+
+fn draw_losses<DB: DrawingBackend>(
+    matrix: &MatrixResults,
+    root: DrawingArea<DB, Shift>,
+    rows: usize,
+    cols: usize,
+) -> Result<(), String> {
+    root.fill(&WHITE).map_err(|e| e.to_string())?;
+    let title = format!(
+        "{}: training loss (solid total, dashed ranking)",
+        matrix.name
+    );
+    let root = root
+        .titled(&title, (FAMILY, 20))
+        .map_err(|e| e.to_string())?;
+    let panels = root.split_evenly((rows, cols));
+    for (backbone, panel) in matrix.backbones().into_iter().zip(panels) {
+        let cells: Vec<_> = matrix
+            .cells
+            .iter()
+            .filter(|c| c.backbone == backbone)
+            .collect();
+        let positive = |v: &f64| v.is_finite() && *v > 0.0;
+        let all: Vec<f64> = cells
+            .iter()
+            .filter_map(|c| c.log.as_ref())
+            .flat_map(|l| l.loss.iter().chain(&l.ranking_loss).copied())
+            .filter(positive)
+            .collect();
+        let steps = cells
+            .iter()
+            .filter_map(|c| c.log.as_ref()?.step.last().copied())
+            .fold(1.0, f64::max);
+        let (low, high) = all
+            .iter()
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| {
+                (lo.min(*v), hi.max(*v))
+            });
+        let (low, high) = if low.is_finite() {
+            (low * 0.8, high * 1.25)
+        } else {
+            (0.01, 10.0)
+        };
+        let mut chart = ChartBuilder::on(&panel)
+            .caption(backbone, (FAMILY, 18))
+            .margin(8)
+            .x_label_area_size(32)
+            .y_label_area_size(52)
+            .build_cartesian_2d(0.0..steps, (low..high).log_scale())
+            .map_err(|e| e.to_string())?;
+        chart
+            .configure_mesh()
+            .x_desc("step")
+            .y_desc("loss")
+            .label_style((FAMILY, 12))
+            .axis_desc_style((FAMILY, 13))
+            .draw()
+            .map_err(|e| e.to_string())?;
+        for (i, cell) in cells.iter().enumerate() {
+            let Some(log) = &cell.log else { continue };
+            let style = colour(i).stroke_width(2);
+            let total: Vec<(f64, f64)> = log
+                .step
+                .iter()
+                .copied()
+                .zip(log.loss.iter().copied())
+                .filter(|(_, v)| positive(v))
+                .collect();
+            let ranking: Vec<(f64, f64)> = log
+                .step
+                .iter()
+                .copied()
+                .zip(log.ranking_loss.iter().copied())
+                .filter(|(_, v)| positive(v))
+                .collect();
+            let collapsed = cell.state == CellState::Collapsed;
+            let label = if collapsed {
+                format!("k={} (collapsed)", cell.k)
+            } else {
+                format!("k={}", cell.k)
+            };
+            let colour_i = colour(i);
+            chart
+                .draw_series(LineSeries::new(total.clone(), style))
+                .map_err(|e| e.to_string())?
+                .label(label)
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 18, y)], colour_i.stroke_width(2))
+                });
+            chart
+                .draw_series(DashedLineSeries::new(
+                    ranking,
+                    5,
+                    4,
+                    colour(i).stroke_width(1),
+                ))
+                .map_err(|e| e.to_string())?;
+            if collapsed {
+                let end = total
+                    .last()
+                    .copied()
+                    .unwrap_or((log.step.last().copied().unwrap_or(0.0), high / 1.25));
+                chart
+                    .draw_series(std::iter::once(Cross::new(
+                        end,
+                        7,
+                        colour(i).stroke_width(3),
+                    )))
+                    .map_err(|e| e.to_string())?;
+            }
+        }
+        chart
+            .configure_series_labels()
+            .label_font((FAMILY, 12))
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .position(SeriesLabelPosition::UpperRight)
+            .draw()
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+/// `tradeoff.png` / `tradeoff.svg`.
+pub fn tradeoff(matrix: &MatrixResults, out: &Path) -> Result<Vec<PathBuf>> {
+    both_formats(
+        out,
+        "tradeoff",
+        (900, 620),
+        |root| draw_tradeoff(matrix, root),
+        |root| draw_tradeoff(matrix, root),
+    )
+}
+
+/// (k, FLOPs, nDCG@10) of a backbone's done cells, in k order.
+fn tradeoff_points(matrix: &MatrixResults, backbone: &str) -> Vec<(f64, f64, f64)> {
+    let set = &matrix.tradeoff;
+    let mut points: Vec<(f64, f64, f64)> = matrix
+        .cells
+        .iter()
+        .filter(|c| c.backbone == backbone)
+        .filter_map(|c| {
+            let metrics = c.metrics.as_ref()?;
+            let flops = metrics.mean_of(set, |d| Some(d.sparsity.flops))?;
+            let effectiveness = metrics.mean(set, primary_measure(set))?;
+            (flops > 0.0).then_some((c.k, flops, effectiveness))
+        })
+        .collect();
+    points.sort_by(|a, b| a.0.total_cmp(&b.0));
+    points
+}
+
+fn draw_tradeoff<DB: DrawingBackend>(
+    matrix: &MatrixResults,
+    root: DrawingArea<DB, Shift>,
+) -> Result<(), String> {
+    root.fill(&WHITE).map_err(|e| e.to_string())?;
+    let backbones = matrix.backbones();
+    let all: Vec<(f64, f64, f64)> = backbones
+        .iter()
+        .flat_map(|b| tradeoff_points(matrix, b))
+        .collect();
+    let (x_low, x_high) = all
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), p| {
+            (lo.min(p.1), hi.max(p.1))
+        });
+    let (y_low, y_high) = all
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), p| {
+            (lo.min(p.2), hi.max(p.2))
+        });
+    let (x_low, x_high) = if x_low.is_finite() {
+        (x_low / 1.6, x_high * 1.6)
+    } else {
+        (0.1, 10.0)
+    };
+    let (y_low, y_high) = if y_low.is_finite() {
+        let pad = ((y_high - y_low) * 0.15).max(0.02);
+        ((y_low - pad).max(0.0), (y_high + pad).min(1.0))
+    } else {
+        (0.0, 1.0)
+    };
+    let set = &matrix.tradeoff;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(
+            format!("{}: {set} {} vs FLOPs", matrix.name, primary_measure(set)),
+            (FAMILY, 20),
+        )
+        .margin(12)
+        .x_label_area_size(42)
+        .y_label_area_size(60)
+        .build_cartesian_2d((x_low..x_high).log_scale(), y_low..y_high)
+        .map_err(|e| e.to_string())?;
+    chart
+        .configure_mesh()
+        .x_desc("FLOPs (expected multiplications per query–document pair, log scale)")
+        .y_desc(format!("mean {}", primary_measure(set)))
+        .label_style((FAMILY, 13))
+        .axis_desc_style((FAMILY, 14))
+        .draw()
+        .map_err(|e| e.to_string())?;
+    for (i, backbone) in backbones.iter().enumerate() {
+        let points = tradeoff_points(matrix, backbone);
+        if points.is_empty() {
+            continue;
+        }
+        let c = colour(i);
+        chart
+            .draw_series(LineSeries::new(
+                points.iter().map(|p| (p.1, p.2)),
+                c.stroke_width(2),
+            ))
+            .map_err(|e| e.to_string())?
+            .label(backbone.to_string())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(2)));
+        chart
+            .draw_series(points.iter().map(|p| {
+                EmptyElement::at((p.1, p.2))
+                    + Circle::new((0, 0), 4, c.filled())
+                    + Text::new(
+                        format!("k={}", p.0),
+                        (6, -14),
+                        (FAMILY, 12).into_font().color(&c),
+                    )
+            }))
+            .map_err(|e| e.to_string())?;
+    }
+    chart
+        .configure_series_labels()
+        .label_font((FAMILY, 13))
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .position(SeriesLabelPosition::LowerRight)
+        .draw()
+        .map_err(|e| e.to_string())?;
+    Ok(())
+}

@@ -1,0 +1,287 @@
+//! Table 1: rows backbone × k; one column per evaluated data set (or group mean) with its
+//! primary measure, the paper's number beside ours where it reports one, FLOPs and L0 on the
+//! trade-off set, and the cell's state. The best value of each column within a backbone is
+//! marked. Written as Markdown, CSV (through polars) and LaTeX, plus a per-dataset table of the
+//! groups' members.
+
+use std::path::{Path, PathBuf};
+
+use polars::prelude::*;
+
+use crate::error::{ReportError, Result};
+use crate::results::{CellResult, MatrixResults};
+
+/// One numeric column of Table 1.
+struct TableColumn {
+    header: String,
+    values: Vec<Option<f64>>,
+    /// Higher is better and the best per backbone is marked (not for FLOPs, L0, the paper's).
+    marked: bool,
+}
+
+/// The measure the paper's tables report for a data set.
+pub fn primary_measure(dataset: &str) -> &'static str {
+    if dataset == "msmarco-dev" {
+        "mrr@10"
+    } else {
+        "ndcg@10"
+    }
+}
+
+fn label(dataset: &str) -> String {
+    match dataset {
+        "msmarco-dev" => "MS MARCO MRR@10".into(),
+        "trec-dl-2019" => "DL19 nDCG@10".into(),
+        "beir-13" => "BEIR-13 nDCG@10".into(),
+        "nanobeir-13" => "NanoBEIR nDCG@10".into(),
+        other => format!("{other} nDCG@10"),
+    }
+}
+
+fn columns(matrix: &MatrixResults) -> Vec<TableColumn> {
+    let cells = &matrix.cells;
+    let of = |f: &dyn Fn(&CellResult) -> Option<f64>| cells.iter().map(f).collect::<Vec<_>>();
+    let mut columns = Vec::new();
+    for dataset in &matrix.datasets {
+        let measure = primary_measure(dataset);
+        columns.push(TableColumn {
+            header: label(dataset),
+            values: of(&|c| c.metrics.as_ref()?.mean(dataset, measure)),
+            marked: true,
+        });
+        if matrix.paper.iter().any(|p| &p.dataset == dataset) {
+            columns.push(TableColumn {
+                header: format!("{} (paper)", label(dataset)),
+                values: of(&|c| matrix.paper_value(&c.backbone, c.k, dataset)),
+                marked: false,
+            });
+        }
+    }
+    let tradeoff = &matrix.tradeoff;
+    let sparsity = |f: fn(&crate::results::Sparsity) -> f64| {
+        of(&|c| {
+            c.metrics
+                .as_ref()?
+                .mean_of(tradeoff, |d| Some(f(&d.sparsity)))
+        })
+    };
+    for (header, values) in [
+        (format!("FLOPs ({tradeoff})"), sparsity(|s| s.flops)),
+        ("L0 q".into(), sparsity(|s| s.mean_query_l0)),
+        ("L0 d".into(), sparsity(|s| s.mean_doc_l0)),
+    ] {
+        columns.push(TableColumn {
+            header,
+            values,
+            marked: false,
+        });
+    }
+    columns
+}
+
+/// Whether row `row` holds the best value of `column` among its backbone's rows.
+fn is_best(matrix: &MatrixResults, column: &TableColumn, row: usize) -> bool {
+    let Some(value) = column.values[row].filter(|_| column.marked) else {
+        return false;
+    };
+    let backbone = &matrix.cells[row].backbone;
+    matrix
+        .cells
+        .iter()
+        .zip(&column.values)
+        .filter(|(cell, _)| &cell.backbone == backbone)
+        .all(|(_, other)| other.is_none_or(|o| o <= value))
+}
+
+fn number(value: Option<f64>, header: &str) -> String {
+    match value {
+        None => "–".into(),
+        Some(v) if header.starts_with("FLOPs") || header.starts_with("L0") => format!("{v:.2}"),
+        Some(v) => format!("{v:.3}"),
+    }
+}
+
+fn k_text(k: f64) -> String {
+    format!("{k}")
+}
+
+/// Writes `table1.md`, `table1.csv`, `table1.tex` and, if any data set is a group,
+/// `datasets.md` and `datasets.csv`.
+pub fn write_tables(matrix: &MatrixResults, out: &Path) -> Result<Vec<PathBuf>> {
+    let columns = columns(matrix);
+    let mut written = Vec::new();
+
+    let mut md = String::from("| backbone | k |");
+    let mut tex = format!(
+        "\\begin{{tabular}}{{ll{}l}}\n\\toprule\nbackbone & $k$",
+        "r".repeat(columns.len())
+    );
+    for column in &columns {
+        md.push_str(&format!(" {} |", column.header));
+        tex.push_str(&format!(
+            " & {}",
+            column.header.replace('@', "@").replace('%', "\\%")
+        ));
+    }
+    md.push_str(" status |\n|---|---|");
+    md.push_str(&"---:|".repeat(columns.len()));
+    md.push_str("---|\n");
+    tex.push_str(" & status \\\\\n\\midrule\n");
+    for (row, cell) in matrix.cells.iter().enumerate() {
+        md.push_str(&format!("| {} | {} |", cell.backbone, k_text(cell.k)));
+        tex.push_str(&format!("{} & {}", cell.backbone, k_text(cell.k)));
+        for column in &columns {
+            let text = number(column.values[row], &column.header);
+            if is_best(matrix, column, row) {
+                md.push_str(&format!(" **{text}** |"));
+                tex.push_str(&format!(" & \\textbf{{{text}}}"));
+            } else {
+                md.push_str(&format!(" {text} |"));
+                tex.push_str(&format!(" & {text}"));
+            }
+        }
+        md.push_str(&format!(" {} |\n", cell.state));
+        tex.push_str(&format!(" & {} \\\\\n", cell.state));
+    }
+    tex.push_str("\\bottomrule\n\\end{tabular}\n");
+    md.push_str("\nBold: the best value of the column among the backbone's k. –: not available (cell not done, collapsed, or not reported).\n");
+    written.push(write_text(&out.join("table1.md"), &md)?);
+    written.push(write_text(&out.join("table1.tex"), &tex)?);
+
+    let mut frame_columns = vec![
+        Column::new(
+            "backbone".into(),
+            matrix
+                .cells
+                .iter()
+                .map(|c| c.backbone.clone())
+                .collect::<Vec<_>>(),
+        ),
+        Column::new(
+            "k".into(),
+            matrix.cells.iter().map(|c| c.k).collect::<Vec<_>>(),
+        ),
+    ];
+    for column in &columns {
+        frame_columns.push(Column::new(
+            column.header.as_str().into(),
+            column.values.clone(),
+        ));
+    }
+    let best: Vec<String> = (0..matrix.cells.len())
+        .map(|row| {
+            columns
+                .iter()
+                .filter(|c| is_best(matrix, c, row))
+                .map(|c| c.header.clone())
+                .collect::<Vec<_>>()
+                .join("; ")
+        })
+        .collect();
+    frame_columns.push(Column::new("best_of_backbone".into(), best));
+    frame_columns.push(Column::new(
+        "status".into(),
+        matrix
+            .cells
+            .iter()
+            .map(|c| c.state.to_string())
+            .collect::<Vec<_>>(),
+    ));
+    written.push(write_csv(&out.join("table1.csv"), frame_columns)?);
+
+    let groups: Vec<(&String, Vec<String>)> = matrix
+        .datasets
+        .iter()
+        .filter_map(|name| {
+            let members = matrix
+                .cells
+                .iter()
+                .find_map(|c| c.metrics.as_ref()?.groups.get(name).cloned())?;
+            Some((name, members))
+        })
+        .collect();
+    if !groups.is_empty() {
+        let members: Vec<String> = groups.iter().flat_map(|(_, m)| m.clone()).collect();
+        let mut md = String::from("| backbone | k |");
+        for member in &members {
+            md.push_str(&format!(" {member} |"));
+        }
+        md.push_str("\n|---|---|");
+        md.push_str(&"---:|".repeat(members.len()));
+        md.push('\n');
+        let mut frame_columns = vec![
+            Column::new(
+                "backbone".into(),
+                matrix
+                    .cells
+                    .iter()
+                    .map(|c| c.backbone.clone())
+                    .collect::<Vec<_>>(),
+            ),
+            Column::new(
+                "k".into(),
+                matrix.cells.iter().map(|c| c.k).collect::<Vec<_>>(),
+            ),
+        ];
+        let values: Vec<Vec<Option<f64>>> = members
+            .iter()
+            .map(|member| {
+                let measure = primary_measure(member);
+                matrix
+                    .cells
+                    .iter()
+                    .map(|c| {
+                        c.metrics
+                            .as_ref()?
+                            .datasets
+                            .get(member)?
+                            .metrics
+                            .get(measure)
+                            .copied()
+                    })
+                    .collect()
+            })
+            .collect();
+        for (row, cell) in matrix.cells.iter().enumerate() {
+            md.push_str(&format!("| {} | {} |", cell.backbone, k_text(cell.k)));
+            for column in &values {
+                md.push_str(&format!(" {} |", number(column[row], "")));
+            }
+            md.push('\n');
+        }
+        for (member, column) in members.iter().zip(values) {
+            frame_columns.push(Column::new(
+                format!("{member} {}", primary_measure(member)).into(),
+                column,
+            ));
+        }
+        written.push(write_text(&out.join("datasets.md"), &md)?);
+        written.push(write_csv(&out.join("datasets.csv"), frame_columns)?);
+    }
+    Ok(written)
+}
+
+fn write_csv(path: &Path, columns: Vec<Column>) -> Result<PathBuf> {
+    let mut frame =
+        DataFrame::new_infer_height(columns).map_err(|e| ReportError::parse(path, e))?;
+    let mut bytes = Vec::new();
+    CsvWriter::new(&mut bytes)
+        .include_header(true)
+        .finish(&mut frame)
+        .map_err(|e| ReportError::parse(path, e))?;
+    write_bytes(path, &bytes)
+}
+
+fn write_text(path: &Path, text: &str) -> Result<PathBuf> {
+    write_bytes(path, text.as_bytes())
+}
+
+/// Written beside the target and renamed over it.
+pub(crate) fn write_bytes(path: &Path, bytes: &[u8]) -> Result<PathBuf> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut file = tempfile::NamedTempFile::new_in(dir).map_err(|e| ReportError::io(dir, e))?;
+    std::io::Write::write_all(&mut file, bytes).map_err(|e| ReportError::io(path, e))?;
+    file.persist(path)
+        .map_err(|e| ReportError::io(path, e.error))?;
+    Ok(path.to_path_buf())
+}

@@ -1,0 +1,137 @@
+//! The report on hand-written results: three cells of one backbone (one collapsed, without
+//! metrics) and one of another, with a group data set and a paper number.
+
+use std::path::Path;
+
+use lsr_report::{Part, write_report};
+use serde_json::json;
+
+fn write(path: &Path, value: serde_json::Value) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, value.to_string()).unwrap();
+}
+
+fn dataset(ndcg: f64, flops: f64) -> serde_json::Value {
+    json!({"metrics": {"ndcg@10": ndcg, "mrr@10": ndcg + 0.1},
+           "sparsity": {"flops": flops, "mean_query_l0": 10.0, "mean_doc_l0": 50.0, "num_queries": 5, "num_docs": 9},
+           "queries_evaluated": 5})
+}
+
+fn results(root: &Path) {
+    write(
+        &root.join("matrix.json"),
+        json!({
+            "name": "demo",
+            "cells": [
+                {"id": "modernbert-k1", "backbone": "modernbert", "k": 1.0},
+                {"id": "modernbert-k4", "backbone": "modernbert", "k": 4.0},
+                {"id": "modernbert-k16", "backbone": "modernbert", "k": 16.0},
+                {"id": "bert-k1", "backbone": "bert", "k": 1.0}
+            ],
+            "datasets": ["msmarco-dev", "group"],
+            "tradeoff": "group",
+            "paper": [{"backbone": "modernbert", "k": 16.0, "dataset": "group", "measure": "ndcg@10", "value": 0.405}]
+        }),
+    );
+    let cell = |id: &str, msmarco: f64, a: f64, b: f64, flops: f64| {
+        write(
+            &root.join(id).join("metrics.json"),
+            json!({
+                "datasets": {"msmarco-dev": dataset(msmarco, flops), "beir/a": dataset(a, flops), "beir/b": dataset(b, flops)},
+                "groups": {"group": ["beir/a", "beir/b"]}
+            }),
+        );
+        std::fs::write(
+            root.join(id).join("train.csv"),
+            "step,lr,loss,ranking_loss\n1,0.1,3.0,2.5\n2,0.1,2.0,1.5\n3,0.1,1.0,0.5\n",
+        )
+        .unwrap();
+    };
+    cell("modernbert-k1", 0.10, 0.20, 0.30, 40.0);
+    cell("modernbert-k16", 0.30, 0.40, 0.50, 2.0);
+    cell("bert-k1", 0.33, 0.35, 0.45, 1.5);
+    // Collapsed: a log and a status, no metrics.
+    write(
+        &root.join("modernbert-k4/status.json"),
+        json!({"status": "collapsed", "step": 3, "steps": 10, "reason": "non-finite loss (NaN) at step 3"}),
+    );
+    std::fs::write(
+        root.join("modernbert-k4/train.csv"),
+        "step,lr,loss,ranking_loss\n1,0.1,5.0,4.0\n2,0.1,NaN,NaN\n",
+    )
+    .unwrap();
+}
+
+#[test]
+fn table_rows_mark_the_best_k_and_show_collapsed_and_paper_values() {
+    let root = tempfile::tempdir().unwrap();
+    results(root.path());
+    let out = root.path().join("report");
+    write_report(root.path(), &out, &[Part::Table]).unwrap();
+    let table = std::fs::read_to_string(out.join("table1.md")).unwrap();
+    let lines: Vec<&str> = table.lines().collect();
+    assert_eq!(
+        lines[0],
+        "| backbone | k | MS MARCO MRR@10 | group nDCG@10 | group nDCG@10 (paper) | FLOPs (group) | L0 q | L0 d | status |"
+    );
+    assert_eq!(
+        lines[2],
+        "| modernbert | 1 | 0.200 | 0.250 | – | 40.00 | 10.00 | 50.00 | done |"
+    );
+    assert_eq!(
+        lines[3],
+        "| modernbert | 4 | – | – | – | – | – | – | collapsed |"
+    );
+    assert_eq!(
+        lines[4],
+        "| modernbert | 16 | **0.400** | **0.450** | 0.405 | 2.00 | 10.00 | 50.00 | done |"
+    );
+    assert_eq!(
+        lines[5],
+        "| bert | 1 | **0.430** | **0.400** | – | 1.50 | 10.00 | 50.00 | done |"
+    );
+
+    let csv = std::fs::read_to_string(out.join("table1.csv")).unwrap();
+    assert!(
+        csv.starts_with("backbone,k,MS MARCO MRR@10,group nDCG@10,"),
+        "{csv}"
+    );
+    assert!(csv.contains("modernbert,4.0,,,,,,,\"\",collapsed"), "{csv}");
+    let tex = std::fs::read_to_string(out.join("table1.tex")).unwrap();
+    assert!(tex.contains("modernbert & 16 & \\textbf{0.400}"), "{tex}");
+    let per_dataset = std::fs::read_to_string(out.join("datasets.md")).unwrap();
+    assert!(
+        per_dataset.contains("| bert | 1 | 0.350 | 0.450 |"),
+        "{per_dataset}"
+    );
+}
+
+#[test]
+fn figures_are_written_as_png_and_svg() {
+    let root = tempfile::tempdir().unwrap();
+    results(root.path());
+    let out = root.path().join("report");
+    let written = write_report(root.path(), &out, &[Part::Losses, Part::Tradeoff]).unwrap();
+    let names: Vec<String> = written
+        .iter()
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(
+        names,
+        ["losses.png", "losses.svg", "tradeoff.png", "tradeoff.svg"]
+    );
+    for path in &written {
+        assert!(
+            std::fs::metadata(path).unwrap().len() > 1000,
+            "{}",
+            path.display()
+        );
+    }
+    let svg = std::fs::read_to_string(out.join("tradeoff.svg")).unwrap();
+    assert!(svg.contains("k=16") && svg.contains("modernbert") && svg.contains("bert"));
+    let losses = std::fs::read_to_string(out.join("losses.svg")).unwrap();
+    assert!(
+        losses.contains("k=4 (collapsed)"),
+        "the collapsed run is marked"
+    );
+}
