@@ -37,8 +37,8 @@ pub fn parse_device(spec: Option<&str>) -> Result<Device> {
             compiled_backends().join(", ")
         ),
     };
-    match name {
-        "flex" | "cpu" => Ok(Device::flex()),
+    let device = match name {
+        "flex" | "cpu" => Device::flex(),
         "wgpu" => {
             #[cfg(feature = "wgpu")]
             {
@@ -50,27 +50,55 @@ pub fn parse_device(spec: Option<&str>) -> Result<Device> {
                 } else {
                     DeviceKind::DefaultDevice
                 };
-                Ok(Device::wgpu(kind))
+                Device::wgpu(kind)
             }
             #[cfg(not(feature = "wgpu"))]
             {
                 let _ = index;
-                Err(not_compiled("wgpu"))
+                return Err(not_compiled("wgpu"));
             }
         }
         "cuda" => {
             #[cfg(feature = "cuda")]
             {
-                Ok(Device::cuda(index))
+                Device::cuda(index)
             }
             #[cfg(not(feature = "cuda"))]
             {
-                Err(not_compiled("cuda"))
+                return Err(not_compiled("cuda"));
             }
         }
-        other => Err(BackboneError::Device {
+        other => {
+            return Err(BackboneError::Device {
+                spec: spec.to_string(),
+                message: format!("unknown backend `{other}`; expected flex, wgpu[:N] or cuda[:N]"),
+            });
+        }
+    };
+    probe(device, spec)
+}
+
+/// Runs a one-element operation on a GPU device. A backend that cannot start (no adapter, no
+/// driver) panics on its own thread; that becomes an error naming the device instead.
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+fn probe(device: Device, spec: &str) -> Result<Device> {
+    let probe_device = device.clone();
+    let started = std::panic::catch_unwind(move || {
+        burn::prelude::Tensor::<1>::zeros([1], &probe_device).into_data()
+    });
+    match started {
+        Ok(_) => Ok(device),
+        Err(_) => Err(BackboneError::Device {
             spec: spec.to_string(),
-            message: format!("unknown backend `{other}`; expected flex, wgpu[:N] or cuda[:N]"),
+            message: "the backend could not start on this machine (for wgpu: no Vulkan, Metal or \
+                      GL adapter with a working driver; for cuda: no CUDA driver or device); \
+                      the backend's own message is above"
+                .into(),
         }),
     }
+}
+
+#[cfg(not(any(feature = "wgpu", feature = "cuda")))]
+fn probe(device: Device, _spec: &str) -> Result<Device> {
+    Ok(device)
 }

@@ -16,7 +16,9 @@ use lsr_report::{CellInfo, CellState};
 
 use crate::cell::Cell;
 use crate::error::{MatrixError, Result};
-use crate::spec::{EvalSpec, Matrix, PaperResult};
+use lsr_report::results::PaperResult;
+
+use crate::spec::{EvalSpec, Matrix};
 
 /// burn's exact version, as pinned in the workspace manifest.
 const BURN_VERSION: &str = "0.22.1";

@@ -6,6 +6,8 @@ use lsr_train::{DataConfig, ModelSpec, Recipe, TrainConfig};
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
+use lsr_report::results::PaperResult;
+
 use crate::cell::Cell;
 use crate::error::{MatrixError, Result};
 
@@ -66,18 +68,6 @@ fn default_measures() -> Vec<String> {
     ["mrr@10", "ndcg@10", "recall@100", "recall@1000"]
         .map(String::from)
         .to_vec()
-}
-
-/// A number the paper reports, printed beside ours.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct PaperResult {
-    pub backbone: String,
-    pub k: f64,
-    /// A data set or group name of `eval.datasets`.
-    pub dataset: String,
-    pub measure: String,
-    pub value: f64,
 }
 
 /// A validated matrix.

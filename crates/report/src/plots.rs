@@ -139,6 +139,7 @@ fn draw_losses<DB: DrawingBackend>(
             .map_err(|e| e.to_string())?;
         chart
             .configure_mesh()
+            .x_label_formatter(&|x| format!("{x:.0}"))
             .x_desc("step")
             .y_desc("loss")
             .label_style((FAMILY, 12))
@@ -203,11 +204,20 @@ fn draw_losses<DB: DrawingBackend>(
             .label_font((FAMILY, 12))
             .background_style(WHITE.mix(0.85))
             .border_style(BLACK)
-            .position(SeriesLabelPosition::UpperRight)
+            .position(SeriesLabelPosition::LowerLeft)
             .draw()
             .map_err(|e| e.to_string())?;
     }
     Ok(())
+}
+
+/// A log-axis tick with the digits it needs.
+fn tick(x: f64) -> String {
+    match x {
+        x if x >= 100.0 => format!("{x:.0}"),
+        x if x >= 1.0 => format!("{x:.1}"),
+        x => format!("{x:.3}"),
+    }
 }
 
 /// `tradeoff.png` / `tradeoff.svg`.
@@ -283,6 +293,8 @@ fn draw_tradeoff<DB: DrawingBackend>(
         .map_err(|e| e.to_string())?;
     chart
         .configure_mesh()
+        .x_labels(12)
+        .x_label_formatter(&|x| tick(*x))
         .x_desc("FLOPs (expected multiplications per query–document pair, log scale)")
         .y_desc(format!("mean {}", primary_measure(set)))
         .label_style((FAMILY, 13))

@@ -5,15 +5,18 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use polars::prelude::*;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::error::{ReportError, Result};
 use crate::layout::{CellState, MATRIX, METRICS, cell_state};
 
-#[derive(Clone, Debug, Deserialize)]
+/// A number the paper reports, printed beside ours (`[[paper]]` of a matrix file).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
 pub struct PaperResult {
     pub backbone: String,
     pub k: f64,
+    /// A data set or group name of the matrix's evaluation sets.
     pub dataset: String,
     pub measure: String,
     pub value: f64,

@@ -94,7 +94,8 @@ fn is_best(matrix: &MatrixResults, column: &TableColumn, row: usize) -> bool {
 }
 
 fn number(value: Option<f64>, header: &str) -> String {
-    match value {
+    // `+ 0.0` turns a negative zero into zero, which would print as "-0.000".
+    match value.map(|v| v + 0.0) {
         None => "–".into(),
         Some(v) if header.starts_with("FLOPs") || header.starts_with("L0") => format!("{v:.2}"),
         Some(v) => format!("{v:.3}"),
@@ -148,20 +149,7 @@ pub fn write_tables(matrix: &MatrixResults, out: &Path) -> Result<Vec<PathBuf>> 
     written.push(write_text(&out.join("table1.md"), &md)?);
     written.push(write_text(&out.join("table1.tex"), &tex)?);
 
-    let mut frame_columns = vec![
-        Column::new(
-            "backbone".into(),
-            matrix
-                .cells
-                .iter()
-                .map(|c| c.backbone.clone())
-                .collect::<Vec<_>>(),
-        ),
-        Column::new(
-            "k".into(),
-            matrix.cells.iter().map(|c| c.k).collect::<Vec<_>>(),
-        ),
-    ];
+    let mut frame_columns = key_columns(matrix);
     for column in &columns {
         frame_columns.push(Column::new(
             column.header.as_str().into(),
@@ -209,20 +197,7 @@ pub fn write_tables(matrix: &MatrixResults, out: &Path) -> Result<Vec<PathBuf>> 
         md.push_str("\n|---|---|");
         md.push_str(&"---:|".repeat(members.len()));
         md.push('\n');
-        let mut frame_columns = vec![
-            Column::new(
-                "backbone".into(),
-                matrix
-                    .cells
-                    .iter()
-                    .map(|c| c.backbone.clone())
-                    .collect::<Vec<_>>(),
-            ),
-            Column::new(
-                "k".into(),
-                matrix.cells.iter().map(|c| c.k).collect::<Vec<_>>(),
-            ),
-        ];
+        let mut frame_columns = key_columns(matrix);
         let values: Vec<Vec<Option<f64>>> = members
             .iter()
             .map(|member| {
@@ -259,6 +234,16 @@ pub fn write_tables(matrix: &MatrixResults, out: &Path) -> Result<Vec<PathBuf>> 
         written.push(write_csv(&out.join("datasets.csv"), frame_columns)?);
     }
     Ok(written)
+}
+
+/// The row keys of every CSV table: backbone and k.
+fn key_columns(matrix: &MatrixResults) -> Vec<Column> {
+    let backbones: Vec<String> = matrix.cells.iter().map(|c| c.backbone.clone()).collect();
+    let ks: Vec<f64> = matrix.cells.iter().map(|c| c.k).collect();
+    vec![
+        Column::new("backbone".into(), backbones),
+        Column::new("k".into(), ks),
+    ]
 }
 
 fn write_csv(path: &Path, columns: Vec<Column>) -> Result<PathBuf> {
