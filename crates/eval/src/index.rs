@@ -142,6 +142,9 @@ impl IndexBuilder {
 /// Largest block: block-local document numbers are u16.
 const MAX_BLOCK: usize = 1 << 16;
 
+/// Scores scanned together when collecting a block's candidates.
+const SCAN_CHUNK: usize = 16;
+
 /// Per-thread scoring memory, reused across queries.
 struct Scratch {
     /// Scores of the whole collection, for queries that touch few documents.
@@ -210,6 +213,15 @@ impl TopK {
         } else if self.heap.peek().is_some_and(|worst| candidate > worst.0) {
             self.heap.pop();
             self.heap.push(Reverse(candidate));
+        }
+    }
+
+    /// The score a candidate must reach to be considered: the k-th best so far once there
+    /// are k (a tie may still enter, by id rank), otherwise 0.
+    fn floor(&self) -> f32 {
+        match self.heap.peek() {
+            Some(worst) if self.heap.len() == self.k => worst.0.score,
+            _ => 0.0,
         }
     }
 
@@ -300,10 +312,22 @@ impl InvertedIndex {
                 }
             }
             if dense {
-                for (offset, score) in scratch.block[..len].iter_mut().enumerate() {
-                    if *score > 0.0 {
-                        let doc = start + offset;
-                        top.offer(std::mem::take(score), self.id_rank[doc], doc as u32);
+                // Most chunks hold no score that can enter the top k: their maximum (a
+                // vectorised reduction) rules them out, and they are only cleared.
+                let mut floor = top.floor();
+                for (c, chunk) in scratch.block[..len].chunks_mut(SCAN_CHUNK).enumerate() {
+                    let best = chunk.iter().fold(0.0f32, |m, &s| m.max(s));
+                    if best > 0.0 && best >= floor {
+                        for (i, score) in chunk.iter_mut().enumerate() {
+                            let score = std::mem::take(score);
+                            if score > 0.0 && score >= floor {
+                                let doc = start + c * SCAN_CHUNK + i;
+                                top.offer(score, self.id_rank[doc], doc as u32);
+                                floor = top.floor();
+                            }
+                        }
+                    } else {
+                        chunk.fill(0.0);
                     }
                 }
             }
