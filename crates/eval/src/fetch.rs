@@ -301,7 +301,7 @@ pub fn install(archive: &Path, payload: &Payload, root: &Path) -> Result<()> {
     match payload {
         Payload::File(dest) => {
             write(dest, &mut open()?)?;
-            return Ok(());
+            Ok(())
         }
         Payload::TarGz(members) => {
             let mut tar = tar::Archive::new(flate2::read::GzDecoder::new(open()?));

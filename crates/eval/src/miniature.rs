@@ -128,7 +128,7 @@ fn collection(spec: &SynthSpec, draws: &mut Draws) -> Vec<Doc> {
 fn query(spec: &SynthSpec, doc: &Doc, draws: &mut Draws) -> String {
     let a = draws.below(spec.words_per_topic);
     let b = (a + 1 + draws.below(spec.words_per_topic - 1)) % spec.words_per_topic;
-    let mut words = vec![
+    let mut words = [
         entity(doc.entity),
         query_word(doc.topic, a),
         query_word(doc.topic, b),

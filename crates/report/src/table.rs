@@ -119,10 +119,7 @@ pub fn write_tables(matrix: &MatrixResults, out: &Path) -> Result<Vec<PathBuf>> 
     );
     for column in &columns {
         md.push_str(&format!(" {} |", column.header));
-        tex.push_str(&format!(
-            " & {}",
-            column.header.replace('@', "@").replace('%', "\\%")
-        ));
+        tex.push_str(&format!(" & {}", column.header.replace('%', "\\%")));
     }
     md.push_str(" status |\n|---|---|");
     md.push_str(&"---:|".repeat(columns.len()));
