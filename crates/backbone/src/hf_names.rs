@@ -229,15 +229,7 @@ mod tests {
 
     #[test]
     fn every_parameter_of_every_family_has_a_hugging_face_name() {
-        for family in [
-            "bert",
-            "distilbert",
-            "albert",
-            "roberta",
-            "gte",
-            "modernbert",
-            "ettin",
-        ] {
+        for family in crate::model::FAMILIES {
             let dir = fixtures_dir().join(family);
             let backbone = Backbone::load(dir.to_str().unwrap(), &Device::flex(), 32).unwrap();
             let values = parameter_values(&backbone.model, &backbone.tensor_names);

@@ -31,7 +31,7 @@ pub use device::{compiled_backends, parse_device};
 pub use error::{BackboneError, Result};
 pub use head::MlmHead;
 pub use hf_names::{TensorNames, parameter_values, write_checkpoint};
-pub use model::{Backbone, Encoder, MaskedLm, RescaleMode};
+pub use model::{Backbone, Encoder, FAMILIES, MaskedLm, RescaleMode};
 pub use stats::HeadStats;
 pub use tokenizer::{TextTokenizer, TokenBatch};
 pub use weights::{TensorOrigin, Weights};

@@ -13,20 +13,9 @@ use serde_json::{Value, json};
 use crate::config::ModelConfig;
 use crate::error::{BackboneError, Result};
 use crate::hf_names::{TensorNames, write_directory, write_json, write_safetensors};
-use crate::model::MaskedLm;
+use crate::model::{FAMILIES, MaskedLm};
 use crate::tokenizer::TextTokenizer;
 use crate::weights::Weights;
-
-/// The families of the paper, by the names the matrices use.
-pub const FAMILIES: [&str; 7] = [
-    "bert",
-    "distilbert",
-    "albert",
-    "gte",
-    "roberta",
-    "modernbert",
-    "ettin",
-];
 
 /// Special tokens, ids 0..5 of every miniature vocabulary.
 const SPECIALS: [&str; 5] = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"];

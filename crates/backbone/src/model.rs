@@ -18,6 +18,17 @@ use crate::modernbert::ModernBert;
 use crate::tokenizer::TextTokenizer;
 use crate::weights::Weights;
 
+/// The seven families of the paper, by the names the fixtures, miniatures and matrices use.
+pub const FAMILIES: [&str; 7] = [
+    "bert",
+    "distilbert",
+    "albert",
+    "roberta",
+    "gte",
+    "modernbert",
+    "ettin",
+];
+
 #[derive(Module, Debug)]
 pub enum Encoder {
     Bert(Bert),

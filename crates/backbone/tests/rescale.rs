@@ -50,15 +50,7 @@ fn assert_scaled(name: &str, original: &[f32], rescaled: &[f32], k: f32, toleran
 
 #[test]
 fn untied_rescale_divides_the_logits_exactly() {
-    for name in [
-        "bert",
-        "distilbert",
-        "albert",
-        "roberta",
-        "gte",
-        "modernbert",
-        "ettin",
-    ] {
+    for name in lsr_backbone::FAMILIES {
         let original = centred_logits(&load(name));
         let mut backbone = load(name);
         backbone.model = backbone
