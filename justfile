@@ -6,14 +6,15 @@ set shell := ["bash", "-euo", "pipefail", "-c"]
 default:
     @just --list
 
-# Every test: the workspace on flex, encoder parity on WGPU, a compile check of CUDA.
+# Every test: the workspace on flex, the CUDA+WGPU binary linked, encoder parity on WGPU.
 test:
     cargo test --workspace
-    # WGPU runs on Mesa's software Vulkan (lavapipe) where there is no GPU.
-    XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-/tmp}" LSR_TEST_DEVICE=wgpu cargo test -p lsr-backbone --features wgpu --test parity
-    # The CUDA backend links a prebuilt LLVM that its build script downloads from GitHub, which
-    # CI cannot reach; DOCS_RS=1 makes those build scripts skip it, and `check` links nothing.
-    DOCS_RS=1 cargo check -p lsr-cli --features cuda
+    # burn's CUDA backend links LLVM 23; where GitHub is unreachable it comes from PyPI.
+    scripts/cuda/llvm-bundle.sh
+    cargo build -p lsr-cli --features cuda,wgpu
+    # Same features as the build above, so it reuses it. WGPU runs on Mesa's software Vulkan
+    # (lavapipe) where there is no GPU.
+    XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-/tmp}" LSR_TEST_DEVICE=wgpu cargo test -p lsr-backbone --features cuda,wgpu --test parity
 
 # Regenerate the fixtures with transformers and pytrec_eval (venv: scripts/fixtures/README.md).
 fixtures python=".venv/bin/python":
@@ -24,6 +25,7 @@ fixtures python=".venv/bin/python":
 # Run every cell of a matrix that is not done (table1: CUDA build; mini: CPU, builds its synthetic
 # data and miniature models first), then write its tables and figures.
 reproduce matrix="mini":
+    {{ if matrix == "mini" { "true" } else { "scripts/cuda/llvm-bundle.sh" } }}
     cargo build --release -p lsr-cli {{ if matrix == "mini" { "" } else { "--features cuda" } }}
     {{ if matrix == "mini" { "target/release/lsr data synth --out data/synth && target/release/lsr data miniatures --spec experiments/mini-models.toml --vocab data/synth/vocab.txt --out data/synth/models" } else { "true" } }}
     status=0; target/release/lsr matrix run experiments/{{matrix}}.toml || status=$?; \
@@ -31,6 +33,7 @@ reproduce matrix="mini":
 
 # Train and evaluate one cell, e.g. `just cell mini modernbert 16`.
 cell matrix backbone k:
+    {{ if matrix == "mini" { "true" } else { "scripts/cuda/llvm-bundle.sh" } }}
     cargo build --release -p lsr-cli {{ if matrix == "mini" { "" } else { "--features cuda" } }}
     target/release/lsr matrix run experiments/{{matrix}}.toml --cell {{backbone}}-k{{k}}
 
@@ -44,8 +47,9 @@ table matrix="table1":
     cargo build --release -p lsr-cli
     target/release/lsr report results/{{matrix}} --only table
 
-# Build the `lsr` binary (features: wgpu, cuda).
+# Build the `lsr` binary (features: wgpu, cuda, cuda-nvrtc), e.g. `just build cuda,wgpu`.
 build *features:
+    {{ if features =~ "cuda" { "scripts/cuda/llvm-bundle.sh" } else { "true" } }}
     cargo build --release -p lsr-cli {{ if features == "" { "" } else { "--features " + features } }}
 
 # SPLADE encoding benchmark, lsr then PyTorch on this machine, and their ratio.
