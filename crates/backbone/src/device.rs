@@ -1,6 +1,19 @@
+//! The choice of burn device: the one rule that turns `flex`, `wgpu[:N]` or `cuda[:N]` (or
+//! nothing: the best backend that starts on this machine) into a working device.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use burn::prelude::Device;
 
 use crate::error::{BackboneError, Result};
+
+/// Set while a backend is being started: what it logs then is the probe's error text instead.
+static PROBING: AtomicBool = AtomicBool::new(false);
+
+/// Whether a backend is being started, for a log filter to silence the backend meanwhile.
+pub fn probing() -> bool {
+    PROBING.load(Ordering::Relaxed)
+}
 
 /// Names of the backends compiled into this build, best first.
 pub fn compiled_backends() -> Vec<&'static str> {
@@ -15,59 +28,50 @@ pub fn compiled_backends() -> Vec<&'static str> {
     names
 }
 
-/// Parses `flex`, `wgpu`, `wgpu:N`, `cuda` or `cuda:N` into a burn device. `None` picks the
-/// best backend compiled in (CUDA, then WGPU, then the flex CPU backend).
+/// Parses `flex`, `wgpu`, `wgpu:N`, `cuda` or `cuda:N` into a burn device that has been seen
+/// to start. `None` picks the best backend compiled in that starts here (CUDA, then WGPU, then
+/// the flex CPU backend), so a CUDA build still works on a login node; it says which in the log.
+/// An explicit spec that cannot start is an error naming it.
 pub fn parse_device(spec: Option<&str>) -> Result<Device> {
-    let spec = spec.unwrap_or(compiled_backends()[0]);
+    if let Some(spec) = spec {
+        return start(spec);
+    }
+    let mut refused = Vec::new();
+    for name in compiled_backends() {
+        match start(name) {
+            Ok(device) => {
+                let skipped = if refused.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", refused.join("; "))
+                };
+                tracing::info!("device: {name}{skipped}");
+                return Ok(device);
+            }
+            Err(error) => refused.push(first_sentence(&error.to_string())),
+        }
+    }
+    unreachable!("flex always starts")
+}
+
+fn start(spec: &str) -> Result<Device> {
     let (name, index) = match spec.split_once(':') {
         Some((name, index)) => {
             let index = index.parse::<usize>().map_err(|_| BackboneError::Device {
                 spec: spec.to_string(),
                 message: format!("`{index}` is not a device index"),
             })?;
-            (name, index)
+            (name, Some(index))
         }
-        None => (spec, 0),
+        None => (spec, None),
     };
-    let not_compiled = |feature: &str| BackboneError::Device {
-        spec: spec.to_string(),
-        message: format!(
-            "this binary was built without the `{feature}` feature (compiled: {}); rebuild with \
-             `--features {feature}`",
-            compiled_backends().join(", ")
+    let (device, missing) = match name {
+        "flex" | "cpu" => return Ok(Device::flex()),
+        "wgpu" => (
+            wgpu(index),
+            "no Vulkan, Metal or GL adapter with a working driver",
         ),
-    };
-    let device = match name {
-        "flex" | "cpu" => Device::flex(),
-        "wgpu" => {
-            #[cfg(feature = "wgpu")]
-            {
-                // `wgpu` alone lets wgpu pick its preferred adapter; `wgpu:N` asks for the
-                // N-th discrete GPU.
-                use burn::tensor::DeviceKind;
-                let kind = if spec.contains(':') {
-                    DeviceKind::DiscreteGpu(index)
-                } else {
-                    DeviceKind::DefaultDevice
-                };
-                Device::wgpu(kind)
-            }
-            #[cfg(not(feature = "wgpu"))]
-            {
-                let _ = index;
-                return Err(not_compiled("wgpu"));
-            }
-        }
-        "cuda" => {
-            #[cfg(feature = "cuda")]
-            {
-                Device::cuda(index)
-            }
-            #[cfg(not(feature = "cuda"))]
-            {
-                return Err(not_compiled("cuda"));
-            }
-        }
+        "cuda" => (cuda(index.unwrap_or(0)), "no CUDA driver or device"),
         other => {
             return Err(BackboneError::Device {
                 spec: spec.to_string(),
@@ -75,30 +79,102 @@ pub fn parse_device(spec: Option<&str>) -> Result<Device> {
             });
         }
     };
-    probe(device, spec)
+    let device = device.map_err(|feature| BackboneError::Device {
+        spec: spec.to_string(),
+        message: format!(
+            "this binary was built without the `{feature}` feature (compiled: {}); rebuild with \
+             `--features {feature}`",
+            compiled_backends().join(", ")
+        ),
+    })?;
+    probe(device, spec, missing)
+}
+
+/// `cuda: <why>` from a refusal, cut before the backend's list of library names.
+fn first_sentence(error: &str) -> String {
+    let end = [" - ", "; "]
+        .iter()
+        .filter_map(|cut| error.find(cut))
+        .min()
+        .unwrap_or(error.len());
+    error[..end].to_string()
+}
+
+/// `wgpu` alone lets wgpu pick its preferred adapter; `wgpu:N` asks for the N-th discrete GPU.
+fn wgpu(index: Option<usize>) -> std::result::Result<Device, &'static str> {
+    #[cfg(feature = "wgpu")]
+    {
+        use burn::tensor::DeviceKind;
+        Ok(Device::wgpu(match index {
+            Some(index) => DeviceKind::DiscreteGpu(index),
+            None => DeviceKind::DefaultDevice,
+        }))
+    }
+    #[cfg(not(feature = "wgpu"))]
+    {
+        let _ = index;
+        Err("wgpu")
+    }
+}
+
+fn cuda(index: usize) -> std::result::Result<Device, &'static str> {
+    #[cfg(feature = "cuda")]
+    {
+        Ok(Device::cuda(index))
+    }
+    #[cfg(not(feature = "cuda"))]
+    {
+        let _ = index;
+        Err("cuda")
+    }
 }
 
 /// Runs a one-element operation on a GPU device. A backend that cannot start (no adapter, no
-/// driver) panics on its own thread; that becomes an error naming the device instead.
-#[cfg(any(feature = "wgpu", feature = "cuda"))]
-fn probe(device: Device, spec: &str) -> Result<Device> {
+/// driver) panics, on its own thread or this one, and logs; the panic is caught silently here
+/// and its message becomes the error's.
+fn probe(device: Device, spec: &str, missing: &str) -> Result<Device> {
     let probe_device = device.clone();
-    let started = std::panic::catch_unwind(move || {
-        burn::prelude::Tensor::<1>::zeros([1], &probe_device).into_data()
-    });
-    match started {
+    match quietly(move || burn::prelude::Tensor::<1>::zeros([1], &probe_device).into_data()) {
         Ok(_) => Ok(device),
-        Err(_) => Err(BackboneError::Device {
+        Err(panics) => Err(BackboneError::Device {
             spec: spec.to_string(),
-            message: "the backend could not start on this machine (for wgpu: no Vulkan, Metal or \
-                      GL adapter with a working driver; for cuda: no CUDA driver or device); \
-                      the backend's own message is above"
-                .into(),
+            // The first panic is the cause; the ones after it are its echoes on other threads.
+            message: format!(
+                "could not start ({missing}): {}",
+                panics.first().map_or("no message", String::as_str)
+            ),
         }),
     }
 }
 
-#[cfg(not(any(feature = "wgpu", feature = "cuda")))]
-fn probe(device: Device, _spec: &str) -> Result<Device> {
-    Ok(device)
+/// Runs `f`, turning a panic in it (or on a thread it waits for) into the panics' messages,
+/// printed nowhere.
+fn quietly<T>(f: impl FnOnce() -> T + std::panic::UnwindSafe) -> Result<T, Vec<String>> {
+    use std::sync::{Arc, Mutex};
+    // The hook is process-wide: one probe at a time.
+    static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+    let _probing = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let messages = Arc::new(Mutex::new(Vec::new()));
+    let seen = Arc::clone(&messages);
+    PROBING.store(true, Ordering::Relaxed);
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info.payload();
+        let message = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic without a message".into());
+        let first_line = message.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+        seen.lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(first_line.trim().to_string());
+    }));
+    let result = std::panic::catch_unwind(f);
+    std::panic::set_hook(previous);
+    PROBING.store(false, Ordering::Relaxed);
+    let messages = std::mem::take(&mut *messages.lock().unwrap_or_else(|p| p.into_inner()));
+    result.map_err(|_| messages)
 }

@@ -1,12 +1,15 @@
 //! Reference outputs produced by Hugging Face transformers for the parity fixtures
-//! (`scripts/fixtures/generate.py` → `data/fixtures/<name>/expected.safetensors`), read by the
-//! parity tests of this and later crates.
+//! (`scripts/fixtures/generate.py` → `data/fixtures/<name>/expected.safetensors`), and how far a
+//! model on some device is from them: read by the parity tests of this and later crates and by
+//! `lsr check`, which runs the same comparison on a GPU.
 
 use std::path::{Path, PathBuf};
 
+use burn::prelude::*;
 use safetensors::{Dtype, SafeTensors};
 
 use crate::error::{BackboneError, Result};
+use crate::model::Backbone;
 
 /// `data/fixtures` of this repository.
 pub fn fixtures_dir() -> PathBuf {
@@ -15,12 +18,17 @@ pub fn fixtures_dir() -> PathBuf {
 
 /// The texts the fixtures were computed on and the max length they were truncated to.
 pub fn fixture_texts() -> Result<(Vec<String>, usize)> {
+    fixture_texts_in(&fixtures_dir())
+}
+
+/// [`fixture_texts`] of a fixtures directory elsewhere (a checkout on another machine).
+pub fn fixture_texts_in(root: &Path) -> Result<(Vec<String>, usize)> {
     #[derive(serde::Deserialize)]
     struct Texts {
         max_length: usize,
         texts: Vec<String>,
     }
-    let path = fixtures_dir().join("texts.json");
+    let path = root.join("texts.json");
     let text = std::fs::read_to_string(&path).map_err(|e| BackboneError::io(&path, e))?;
     let parsed: Texts = crate::config::parse_json(&path, &text)?;
     Ok((parsed.texts, parsed.max_length))
@@ -80,5 +88,85 @@ impl ReferenceOutputs {
             logits: f32s(logits),
             splade: f32s(splade),
         })
+    }
+}
+
+/// How far a model's logits on the fixture texts are from transformers'.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct LogitsDeviation {
+    pub ids_match: bool,
+    pub mask_match: bool,
+    /// Largest |Δ logit| over every non-padding token (infinite if the shapes differ).
+    pub max_abs: f32,
+    /// Largest |logit| of the reference, the scale `max_abs` is to be read against.
+    pub reference_max_abs: f32,
+}
+
+/// Logits of `backbone` (already on its device) for `texts`, as `(ids, mask, [B·L·V] logits)`.
+pub fn logits_of(
+    backbone: &Backbone,
+    texts: &[&str],
+    device: &Device,
+) -> Result<(Vec<u32>, Vec<u32>, Vec<f32>)> {
+    let batch = backbone.tokenizer.encode_batch(texts)?;
+    let (ids, mask) = batch.to_tensors(device);
+    let logits = backbone
+        .model
+        .forward(ids, mask)
+        .cast(burn::tensor::DType::F32);
+    let logits = logits
+        .into_data()
+        .try_into_vec::<f32>()
+        .expect("f32 logits");
+    Ok((batch.ids, batch.mask, logits))
+}
+
+impl ReferenceOutputs {
+    /// Compares `backbone`'s logits on `texts` with these reference outputs.
+    pub fn logits_deviation(
+        &self,
+        backbone: &Backbone,
+        texts: &[&str],
+        device: &Device,
+    ) -> Result<LogitsDeviation> {
+        let (ids, mask, logits) = logits_of(backbone, texts, device)?;
+        let ids_match = ids
+            .iter()
+            .map(|&i| i as i64)
+            .eq(self.input_ids.iter().copied());
+        let mask_match = mask
+            .iter()
+            .map(|&m| m as i64)
+            .eq(self.attention_mask.iter().copied());
+        let reference_max_abs = self.logits.iter().fold(0.0f32, |m, x| m.max(x.abs()));
+        let max_abs = if logits.len() == self.logits.len() && mask_match {
+            self.max_token_deviation(&logits)
+        } else {
+            f32::INFINITY
+        };
+        Ok(LogitsDeviation {
+            ids_match,
+            mask_match,
+            max_abs,
+            reference_max_abs,
+        })
+    }
+
+    /// Largest |Δ| between `logits` and the reference over non-padding tokens; NaN if any is.
+    pub fn max_token_deviation(&self, logits: &[f32]) -> f32 {
+        let mut worst = 0.0f32;
+        for (t, &m) in self.attention_mask.iter().enumerate() {
+            if m == 1 {
+                let range = t * self.vocab..(t + 1) * self.vocab;
+                for (x, y) in logits[range.clone()].iter().zip(&self.logits[range]) {
+                    let d = (x - y).abs();
+                    if d.is_nan() {
+                        return f32::NAN;
+                    }
+                    worst = worst.max(d);
+                }
+            }
+        }
+        worst
     }
 }

@@ -4,26 +4,11 @@
 //! with flex (≤ 1e-3).
 
 use burn::prelude::*;
-use lsr_backbone::reference::{ReferenceOutputs, fixture_texts, fixtures_dir};
+use lsr_backbone::reference::{ReferenceOutputs, fixture_texts, fixtures_dir, logits_of};
 use lsr_backbone::{Backbone, parse_device};
 
 const HF_TOLERANCE: f32 = 1e-4;
 const DEVICE_TOLERANCE: f32 = 1e-3;
-
-fn logits_of(
-    backbone: &Backbone,
-    texts: &[&str],
-    device: &Device,
-) -> (Vec<u32>, Vec<u32>, Vec<f32>) {
-    let batch = backbone.tokenizer.encode_batch(texts).expect("tokenise");
-    let (ids, mask) = batch.to_tensors(device);
-    let logits = backbone.model.forward(ids, mask);
-    let logits = logits
-        .into_data()
-        .try_into_vec::<f32>()
-        .expect("f32 logits");
-    (batch.ids, batch.mask, logits)
-}
 
 fn check(name: &str) {
     let dir = fixtures_dir().join(name);
@@ -32,44 +17,31 @@ fn check(name: &str) {
     let expected = ReferenceOutputs::read(&dir).expect("expected outputs");
     let flex = Device::flex();
     let backbone = Backbone::load(dir.to_str().unwrap(), &flex, max_length).expect("load fixture");
-    let (ids, mask, logits) = logits_of(&backbone, &texts, &flex);
-
-    let expected_ids: Vec<u32> = expected.input_ids.iter().map(|&i| i as u32).collect();
-    let expected_mask: Vec<u32> = expected.attention_mask.iter().map(|&m| m as u32).collect();
-    assert_eq!(
-        ids, expected_ids,
+    let deviation = expected
+        .logits_deviation(&backbone, &texts, &flex)
+        .expect("forward");
+    assert!(
+        deviation.ids_match,
         "{name}: token ids differ from HF's tokenizer"
     );
-    assert_eq!(mask, expected_mask, "{name}: attention mask differs");
-    assert_eq!(logits.len(), expected.logits.len(), "{name}: logits shape");
-
-    let max_diff = |a: &[f32], b: &[f32]| {
-        let mut worst = 0.0f32;
-        for (t, &m) in mask.iter().enumerate() {
-            if m == 1 {
-                let range = t * expected.vocab..(t + 1) * expected.vocab;
-                for (x, y) in a[range.clone()].iter().zip(&b[range]) {
-                    worst = worst.max((x - y).abs());
-                }
-            }
-        }
-        worst
-    };
-    let diff = max_diff(&logits, &expected.logits);
+    assert!(deviation.mask_match, "{name}: attention mask differs");
     assert!(
-        diff <= HF_TOLERANCE,
-        "{name}: max |Δ logits| vs transformers = {diff:e}"
+        deviation.max_abs <= HF_TOLERANCE,
+        "{name}: max |Δ logits| vs transformers = {:e}",
+        deviation.max_abs
     );
 
     if let Ok(spec) = std::env::var("LSR_TEST_DEVICE") {
         let device = parse_device(Some(&spec)).expect("LSR_TEST_DEVICE");
+        let (_, _, flex_logits) = logits_of(&backbone, &texts, &flex).expect("forward");
         let other = Backbone::load(dir.to_str().unwrap(), &device, max_length).expect("load");
-        let (_, _, device_logits) = logits_of(&other, &texts, &device);
-        let diff = max_diff(&device_logits, &logits);
-        eprintln!(
-            "{name}: max |Δ logits| {spec} ({:?}) vs flex = {diff:e}",
-            device
-        );
+        let (_, _, device_logits) = logits_of(&other, &texts, &device).expect("forward");
+        let flex_as_reference = ReferenceOutputs {
+            logits: flex_logits,
+            ..expected
+        };
+        let diff = flex_as_reference.max_token_deviation(&device_logits);
+        eprintln!("{name}: max |Δ logits| {spec} ({device:?}) vs flex = {diff:e}");
         assert!(
             diff <= DEVICE_TOLERANCE,
             "{name}: max |Δ logits| {spec} vs flex = {diff:e}"

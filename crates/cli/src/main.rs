@@ -1,9 +1,10 @@
 //! `lsr`: the command line of the lsr workspace. Each subcommand is a thin shell over a crate:
 //! `norms` (backbone head statistics), `encode` (SPLADE vectors), `data` (evaluation data),
-//! `train` and `export` (SPLADE training), `eval` (a model on data sets), `evaluate` (measures of a run), `matrix` and `report` (the experiment matrix and its tables
+//! `train` and `export` (SPLADE training), `eval` (a model on data sets), `evaluate` (measures of a run), `check` (parity on a device), `matrix` and `report` (the experiment matrix and its tables
 //! and figures), `bench` (speed and memory).
 
 mod bench;
+mod check;
 mod data;
 mod encode;
 mod eval;
@@ -51,18 +52,30 @@ enum Command {
     Report(report::ReportArgs),
     /// trec_eval-exact measures of any TREC run against qrels.
     Evaluate(evaluate::EvaluateArgs),
+    /// Parity with transformers and PyTorch on the committed fixtures, on any device.
+    Check(check::CheckArgs),
     /// Benchmarks (speed and peak memory); not tests.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
 }
 
 fn main() -> ExitCode {
+    use tracing_subscriber::prelude::*;
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+                // Warnings, and which device a command picked when none was named.
+                .unwrap_or_else(|_| {
+                    tracing_subscriber::EnvFilter::new("warn,lsr_backbone::device=info")
+                }),
         )
         .with_writer(std::io::stderr)
+        .finish()
+        // A GPU backend that cannot start logs the reason while lsr probes it; the probe's
+        // error (or the log line naming the device picked instead) already says it.
+        .with(tracing_subscriber::filter::filter_fn(|meta| {
+            !(lsr_backbone::device::probing() && meta.target().starts_with("cubecl"))
+        }))
         .init();
     let cli = Cli::parse();
     let result = match cli.command {
@@ -78,6 +91,7 @@ fn main() -> ExitCode {
         Command::Evaluate(args) => evaluate::run(args),
         Command::Matrix(command) => matrix::run(command),
         Command::Report(args) => report::run(args),
+        Command::Check(args) => check::run(args),
         Command::Bench(command) => bench::run(command),
     };
     match result {

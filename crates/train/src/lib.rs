@@ -13,6 +13,7 @@ pub mod data;
 pub mod error;
 pub mod log;
 pub mod loss;
+pub mod reference;
 pub mod run;
 pub mod schedule;
 pub mod trainer;

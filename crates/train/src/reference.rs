@@ -1,0 +1,186 @@
+//! One training step against PyTorch's: `scripts/fixtures/train_step.py` took the same step
+//! (rescale by k, SPLADE pooling, InfoNCE + FLOPS with λ warm-up, global-norm clipping, AdamW)
+//! on the tiny BERT and ModernBERT fixtures and saved the loss terms and every updated weight.
+//! [`step_deviation`] takes that step on any device and says how far it lands; the parity test
+//! and `lsr check` read it.
+
+use std::path::Path;
+
+use burn::prelude::*;
+use lsr_backbone::{Backbone, RescaleMode, TokenBatch, parameter_values};
+use safetensors::SafeTensors;
+
+use crate::data::TrainBatch;
+use crate::error::{Result, TrainError};
+use crate::{Recipe, Trainer};
+
+/// The logged values of the step, in the order the fixture's `scalars` holds them.
+pub const STEP_SCALARS: [&str; 5] = ["loss", "ranking", "flops_q", "flops_d", "grad_norm"];
+
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct StepDeviation {
+    /// `(name, ours, PyTorch's)` for each of [`STEP_SCALARS`].
+    pub scalars: Vec<(String, f64, f64)>,
+    /// Largest |Δ| of any updated weight, over every parameter of the model.
+    pub max_param_abs: f64,
+    /// The parameter where it is.
+    pub worst_param: String,
+    pub params_compared: usize,
+    /// Parameters the checkpoint names: every one must have been compared.
+    pub params_named: usize,
+}
+
+impl StepDeviation {
+    /// Largest |Δ| of a logged value relative to `max(1, |PyTorch's|)`.
+    pub fn max_scalar_rel(&self) -> f64 {
+        self.scalars
+            .iter()
+            .map(|(_, ours, theirs)| (ours - theirs).abs() / theirs.abs().max(1.0))
+            .fold(0.0, |m, d| if d.is_nan() { f64::NAN } else { m.max(d) })
+    }
+}
+
+/// Takes the fixture's step for `family` (`bert` or `modernbert`) from the fixtures under
+/// `root` on `device` (an autodiff device).
+pub fn step_deviation(root: &Path, family: &str, device: &Device) -> Result<StepDeviation> {
+    let dir = root.join("train-step");
+    let recipe_path = dir.join("recipe.json");
+    let text = std::fs::read(&recipe_path).map_err(|e| TrainError::io(&recipe_path, e))?;
+    let json: serde_json::Value = serde_json::from_slice(&text)
+        .map_err(|e| TrainError::data(&recipe_path, None, e.to_string()))?;
+    let fixture = dir.join(format!("{family}.safetensors"));
+    let bytes = std::fs::read(&fixture).map_err(|e| TrainError::io(&fixture, e))?;
+    let expected = SafeTensors::deserialize(&bytes)
+        .map_err(|e| TrainError::data(&fixture, None, e.to_string()))?;
+    let tensor =
+        |name: &str| values(&expected, name).map_err(|m| TrainError::data(&fixture, None, m));
+
+    let backbone = Backbone::load(root.join(family).to_str().unwrap_or(family), device, 64)?;
+    let number = |key: &str| {
+        json[key]
+            .as_f64()
+            .ok_or_else(|| TrainError::data(&recipe_path, None, format!("`{key}` is not a number")))
+    };
+    let model = backbone
+        .model
+        .rescale_mlm_head(number("k")?, RescaleMode::Shared)?;
+    let mut trainer = Trainer::new(model, recipe(&number)?);
+    let batch = TrainBatch {
+        index: 0,
+        queries: token_batch(&tensor, "query")?,
+        documents: token_batch(&tensor, "document")?,
+    };
+    let metrics = trainer.step(&[batch]);
+
+    let (_, theirs) = tensor("scalars")?;
+    let ours = [
+        metrics.loss,
+        metrics.ranking_loss,
+        metrics.flops_q,
+        metrics.flops_d,
+        metrics.grad_norm,
+    ];
+    let scalars = STEP_SCALARS
+        .iter()
+        .zip(ours)
+        .zip(theirs)
+        .map(|((name, ours), theirs)| (name.to_string(), ours, theirs))
+        .collect();
+
+    let mut deviation = StepDeviation {
+        scalars,
+        max_param_abs: 0.0,
+        worst_param: String::new(),
+        params_compared: 0,
+        params_named: backbone.tensor_names.len(),
+    };
+    for (path, data) in parameter_values(&trainer.model, &backbone.tensor_names) {
+        let name = &backbone
+            .tensor_names
+            .get(&path)
+            .expect("every parameter is named")
+            .name;
+        let (shape, want) = tensor(&format!("param.{name}"))?;
+        let same_shape = data.shape().to_vec() == shape;
+        let got: Vec<f32> = data.convert::<f32>().try_into_vec().expect("f32 parameter");
+        let diff = if !same_shape {
+            f64::INFINITY
+        } else {
+            got.iter()
+                .zip(&want)
+                .map(|(a, b)| (*a as f64 - b).abs())
+                .fold(0.0, |m, d| if d.is_nan() { f64::NAN } else { m.max(d) })
+        };
+        if diff.is_nan() || diff > deviation.max_param_abs {
+            deviation.max_param_abs = diff;
+            deviation.worst_param = name.clone();
+        }
+        deviation.params_compared += 1;
+    }
+    Ok(deviation)
+}
+
+/// The fixture's recipe (batch of 3 queries, one hard negative each).
+fn recipe(number: &dyn Fn(&str) -> Result<f64>) -> Result<Recipe> {
+    Ok(Recipe {
+        steps: number("steps")? as usize,
+        batch_size: 3,
+        negatives: 1,
+        lr: number("lr")?,
+        warmup_steps: number("warmup_steps")? as usize,
+        beta1: number("beta1")?,
+        beta2: number("beta2")?,
+        eps: number("eps")?,
+        weight_decay: number("weight_decay")?,
+        lambda_q: number("lambda_q")?,
+        lambda_d: number("lambda_d")?,
+        lambda_warmup_steps: number("lambda_warmup_steps")? as usize,
+        max_grad_norm: Some(number("max_grad_norm")?),
+        ..Recipe::default()
+    })
+}
+
+fn token_batch(
+    tensor: &dyn Fn(&str) -> Result<(Vec<usize>, Vec<f64>)>,
+    prefix: &str,
+) -> Result<TokenBatch> {
+    let (shape, ids) = tensor(&format!("{prefix}_ids"))?;
+    let (_, mask) = tensor(&format!("{prefix}_mask"))?;
+    Ok(TokenBatch {
+        ids: ids.iter().map(|&v| v as u32).collect(),
+        mask: mask.iter().map(|&v| v as u32).collect(),
+        batch: shape[0],
+        len: shape[1],
+    })
+}
+
+/// A fixture tensor as f64 values with its shape.
+fn values(
+    tensors: &SafeTensors,
+    name: &str,
+) -> std::result::Result<(Vec<usize>, Vec<f64>), String> {
+    let view = tensors
+        .tensor(name)
+        .map_err(|_| format!("no tensor `{name}`"))?;
+    let bytes = view.data();
+    let values = match view.dtype() {
+        safetensors::Dtype::F32 => bytes
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes(b.try_into().unwrap()) as f64)
+            .collect(),
+        safetensors::Dtype::F64 => bytes
+            .chunks_exact(8)
+            .map(|b| f64::from_le_bytes(b.try_into().unwrap()))
+            .collect(),
+        safetensors::Dtype::I64 => bytes
+            .chunks_exact(8)
+            .map(|b| i64::from_le_bytes(b.try_into().unwrap()) as f64)
+            .collect(),
+        other => {
+            return Err(format!(
+                "`{name}` has dtype {other:?}, expected F32, F64 or I64"
+            ));
+        }
+    };
+    Ok((view.shape().to_vec(), values))
+}
