@@ -1,9 +1,12 @@
 """The `lsr bench encode` workload in PyTorch: SPLADE encoding (MLM logits + masked
-max log(1 + relu)) of 32 x 128 random token ids with a random BERT-base-shaped BertForMaskedLM.
+max log(1 + relu)) of B x L token ids with a random BERT-base-shaped BertForMaskedLM, in f32
+(TF32 matmuls on or off, `--tf32`) or under bf16 autocast.
 
-    python scripts/bench/encode.py [--device cpu|cuda] [--batch 32] [--seq-len 128] [--iterations 5]
+    python scripts/bench/encode.py [--device cpu|cuda] [--batch 32] [--seq-len 128]
+        [--precision f32|bf16] [--tf32 on|off] [--iterations 5]
 """
 import argparse
+import contextlib
 import json
 import resource
 import time
@@ -17,30 +20,46 @@ def main():
     p.add_argument("--device", default="cpu")
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--seq-len", type=int, default=128)
+    p.add_argument("--precision", choices=["f32", "bf16"], default="f32")
+    p.add_argument("--tf32", choices=["on", "off"], default="off")
+    p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--iterations", type=int, default=5)
     args = p.parse_args()
+    torch.backends.cuda.matmul.allow_tf32 = args.tf32 == "on"
+    torch.backends.cudnn.allow_tf32 = args.tf32 == "on"
     torch.manual_seed(0)
     model = BertForMaskedLM(BertConfig()).eval().to(args.device)
     ids = (1000 + (torch.arange(args.batch * args.seq_len) * 7919) % 29000).reshape(args.batch, args.seq_len).to(args.device)
     mask = torch.ones_like(ids)
+    device_type = args.device.split(":")[0]
+    autocast = (lambda: torch.autocast(device_type, dtype=torch.bfloat16)) if args.precision == "bf16" else contextlib.nullcontext
 
     def step():
-        with torch.inference_mode():
+        with torch.inference_mode(), autocast():
             logits = model(input_ids=ids, attention_mask=mask).logits
             vectors = (torch.log1p(torch.relu(logits)) * mask.unsqueeze(-1)).amax(dim=1)
-            return vectors.cpu()
+            return vectors.float().cpu()
 
-    step()
+    for _ in range(args.warmup):
+        step()
+    cuda = device_type == "cuda"
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
     start = time.perf_counter()
     for _ in range(args.iterations):
         step()
     seconds = (time.perf_counter() - start) / args.iterations
     report = {
         "device": args.device, "threads": torch.get_num_threads(), "batch": args.batch,
-        "seq_len": args.seq_len, "seconds_per_batch": seconds,
+        "seq_len": args.seq_len, "precision": args.precision, "tf32": args.tf32,
+        "iterations": args.iterations, "seconds_per_batch": seconds,
         "sequences_per_second": args.batch / seconds,
         "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "torch": torch.__version__,
     }
+    if cuda:
+        report["peak_allocated_mib"] = torch.cuda.max_memory_allocated() / 2**20
+        report["peak_reserved_mib"] = torch.cuda.max_memory_reserved() / 2**20
     print(json.dumps(report))
 
 

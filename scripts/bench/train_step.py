@@ -1,12 +1,17 @@
 """The `lsr bench train-step` workload in PyTorch: one SPLADE training step with a random
-BERT-base-shaped BertForMaskedLM: 8 queries x 32 tokens and 16 documents x 128 tokens (a
+BERT-base-shaped BertForMaskedLM: N queries x 32 tokens and 2N documents x 128 tokens (a
 positive and a hard negative per query), SPLADE max pooling, InfoNCE over in-batch positives
 plus the hard negatives, FLOPS on queries and documents, backward, AdamW (lr 2e-5, eps 1e-8,
-weight decay 0.01), f32, dropout off (lsr has none). Token ids as in lsr's benchmark.
+weight decay 0.01), dropout off (lsr has none). Token ids as in lsr's benchmark.
 
-    python scripts/bench/train_step.py [--device cpu|cuda] [--queries 8] [--iterations 3]
+Precision: f32 (with TF32 matmuls on or off, `--tf32`), or bf16 autocast around the forward
+pass and the loss (AMP as PyTorch users train SPLADE; f32 weights and AdamW state).
+
+    python scripts/bench/train_step.py [--device cpu|cuda] [--queries 8] [--query-len 32]
+        [--document-len 128] [--precision f32|bf16] [--tf32 on|off] [--iterations 3]
 """
 import argparse
+import contextlib
 import json
 import resource
 import time
@@ -26,14 +31,21 @@ def main():
     p.add_argument("--queries", type=int, default=8)
     p.add_argument("--query-len", type=int, default=32)
     p.add_argument("--document-len", type=int, default=128)
+    p.add_argument("--precision", choices=["f32", "bf16"], default="f32")
+    p.add_argument("--tf32", choices=["on", "off"], default="off")
+    p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--iterations", type=int, default=3)
     args = p.parse_args()
+    torch.backends.cuda.matmul.allow_tf32 = args.tf32 == "on"
+    torch.backends.cudnn.allow_tf32 = args.tf32 == "on"
     torch.manual_seed(0)
     config = BertConfig(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
     model = BertForMaskedLM(config).train().to(args.device)
     optim = torch.optim.AdamW(model.parameters(), lr=2e-5, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
     q_ids, q_mask = tokens(args.queries, args.query_len, args.device)
     d_ids, d_mask = tokens(2 * args.queries, args.document_len, args.device)
+    device_type = args.device.split(":")[0]
+    autocast = (lambda: torch.autocast(device_type, dtype=torch.bfloat16)) if args.precision == "bf16" else contextlib.nullcontext
 
     def splade(ids, mask):
         logits = model(input_ids=ids, attention_mask=mask).logits
@@ -43,28 +55,38 @@ def main():
         return (reps.abs().mean(dim=0) ** 2).sum()
 
     def step():
-        q, d = splade(q_ids, q_mask), splade(d_ids, d_mask)
-        b = q.shape[0]
-        logits = torch.cat([q @ d[:b].T, (q * d[b:]).sum(dim=1, keepdim=True)], dim=1)
-        ranking = -torch.log_softmax(logits, dim=1)[torch.arange(b), torch.arange(b)].mean()
-        loss = ranking + 3e-4 * flops(q) + 1e-4 * flops(d)
+        with autocast():
+            q, d = splade(q_ids, q_mask), splade(d_ids, d_mask)
+            q, d = q.float(), d.float()
+            b = q.shape[0]
+            logits = torch.cat([q @ d[:b].T, (q * d[b:]).sum(dim=1, keepdim=True)], dim=1)
+            ranking = -torch.log_softmax(logits, dim=1)[torch.arange(b), torch.arange(b)].mean()
+            loss = ranking + 3e-4 * flops(q) + 1e-4 * flops(d)
         optim.zero_grad(set_to_none=True)
         loss.backward()
         optim.step()
         return loss.item()  # waits for the device
 
-    step()
+    for _ in range(args.warmup):
+        step()
+    cuda = device_type == "cuda"
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
     start = time.perf_counter()
     for _ in range(args.iterations):
         step()
     seconds = (time.perf_counter() - start) / args.iterations
     report = {
         "device": args.device, "threads": torch.get_num_threads(), "queries": args.queries,
-        "documents": 2 * args.queries, "seconds_per_step": seconds,
+        "documents": 2 * args.queries, "query_len": args.query_len,
+        "document_len": args.document_len, "precision": args.precision, "tf32": args.tf32,
+        "iterations": args.iterations, "seconds_per_step": seconds,
         "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "torch": torch.__version__,
     }
-    if args.device.startswith("cuda"):
-        report["peak_gpu_mib"] = torch.cuda.max_memory_allocated() / 2**20
+    if cuda:
+        report["peak_allocated_mib"] = torch.cuda.max_memory_allocated() / 2**20
+        report["peak_reserved_mib"] = torch.cuda.max_memory_reserved() / 2**20
     print(json.dumps(report))
 
 

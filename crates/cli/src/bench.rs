@@ -77,7 +77,9 @@ pub struct EncodeBench {
     batch: usize,
     #[arg(long, default_value_t = 128)]
     seq_len: usize,
-    /// Timed batches, after one warm-up batch (kernel compilation, autotune, caches).
+    /// Untimed batches first (kernel compilation, autotune, caches).
+    #[arg(long, default_value_t = 1)]
+    warmup: usize,
     #[arg(long, default_value_t = 5)]
     iterations: usize,
     /// flex, wgpu[:N] or cuda[:N]; default: the best backend compiled in.
@@ -96,7 +98,9 @@ pub struct TrainStepBench {
     query_len: usize,
     #[arg(long, default_value_t = 128)]
     document_len: usize,
-    /// Timed steps, after one warm-up step.
+    /// Untimed steps first (kernel compilation, autotune, caches).
+    #[arg(long, default_value_t = 1)]
+    warmup: usize,
     #[arg(long, default_value_t = 3)]
     iterations: usize,
     /// flex, wgpu[:N] or cuda[:N]; default: the best backend compiled in.
@@ -116,6 +120,8 @@ struct TrainStepReport {
     iterations: usize,
     seconds_per_step: f64,
     peak_rss_mib: Option<f64>,
+    /// What the device's allocator holds after the timed steps (GPU backends).
+    device_reserved_mib: Option<f64>,
 }
 
 #[derive(Serialize)]
@@ -127,6 +133,8 @@ struct EncodeReport {
     seconds_per_batch: f64,
     sequences_per_second: f64,
     peak_rss_mib: Option<f64>,
+    /// What the device's allocator holds after the timed batches (GPU backends).
+    device_reserved_mib: Option<f64>,
 }
 
 pub fn run(command: BenchCommand) -> Result<()> {
@@ -237,7 +245,9 @@ fn train_step(args: TrainStepBench) -> Result<()> {
         documents: synthetic_tokens(2 * args.queries, args.document_len),
     };
     // `step` reads its metrics back from the device, so it returns when the step is done.
-    trainer.step(std::slice::from_ref(&batch));
+    for _ in 0..args.warmup {
+        trainer.step(std::slice::from_ref(&batch));
+    }
     let start = Instant::now();
     for _ in 0..args.iterations {
         trainer.step(std::slice::from_ref(&batch));
@@ -251,6 +261,7 @@ fn train_step(args: TrainStepBench) -> Result<()> {
         iterations: args.iterations,
         seconds_per_step: start.elapsed().as_secs_f64() / args.iterations.max(1) as f64,
         peak_rss_mib: peak_rss_mib(),
+        device_reserved_mib: reserved_mib(&device),
     };
     if args.json {
         println!("{}", serde_json::to_string(&report)?);
@@ -278,7 +289,9 @@ fn encode(args: EncodeBench) -> Result<()> {
         // Reading the result back waits for the device to finish.
         vectors.into_data();
     };
-    step();
+    for _ in 0..args.warmup {
+        step();
+    }
     let start = Instant::now();
     for _ in 0..args.iterations {
         step();
@@ -292,6 +305,7 @@ fn encode(args: EncodeBench) -> Result<()> {
         seconds_per_batch: seconds,
         sequences_per_second: args.batch as f64 / seconds,
         peak_rss_mib: peak_rss_mib(),
+        device_reserved_mib: reserved_mib(&device),
     };
     if args.json {
         println!("{}", serde_json::to_string(&report)?);
@@ -307,6 +321,12 @@ fn encode(args: EncodeBench) -> Result<()> {
         );
     }
     Ok(())
+}
+
+fn reserved_mib(device: &Device) -> Option<f64> {
+    device
+        .memory_pool_usage()
+        .map(|usage| usage.bytes_reserved as f64 / (1024.0 * 1024.0))
 }
 
 fn describe_rss(mib: Option<f64>) -> String {
