@@ -151,8 +151,12 @@ torch_encode() { # precision tf32
 
 # 1. Correctness first: nothing below means anything if the parity fails.
 label=${binaries[0]%%=*}
-step "lsr-$label-parity" 150 "{\"tool\":\"lsr\",\"binary\":\"$label\",\"device\":\"$gpu\",\"kind\":\"parity\"}" \
-    "$first_binary" check --device "$gpu" --json
+for precision in $precisions; do
+    # shellcheck disable=SC2046
+    step "lsr-$label-parity-$precision" 150 \
+        "{\"tool\":\"lsr\",\"binary\":\"$label\",\"device\":\"$gpu\",\"precision\":\"$precision\",\"kind\":\"parity\"}" \
+        "$first_binary" check --device "$gpu" $(precision_flag "$precision") --json
+done
 
 # 2. Speed at the recipe's shape, lsr then PyTorch, then corpus encoding.
 for precision in $precisions; do

@@ -72,7 +72,7 @@ def main():
     md = ["# GPU check", "", "```", machine.strip(), "```", ""]
     if args.elapsed:
         md += [f"Wall time of the check: {args.elapsed:.0f} s.", ""]
-    md += ["## Parity", "", "| run | device | verdict | worst comparison |", "|---|---|---|---|"]
+    md += ["## Parity", "", "| run | device | precision | verdict | worst comparison |", "|---|---|---|---|---|"]
     for r in records:
         if r["meta"].get("kind") != "parity" or r["meta"].get("tool") != "lsr":
             continue
@@ -81,7 +81,7 @@ def main():
         worst = max(items, key=lambda i: (i["max_abs"] or 0) / i["bound"], default=None)
         verdict = r["status"] if not res else ("pass" if res.get("pass") else "FAIL") + f' ({res.get("tolerance")})'
         detail = f'{worst["name"]} {worst["what"]}: {worst["max_abs"]:.2e} ≤ {worst["bound"]:.0e}' if worst else ""
-        md.append(f'| {r["meta"].get("binary")} | {r["meta"]["device"]} | {verdict} | {detail} |')
+        md.append(f'| {r["meta"].get("binary")} | {r["meta"]["device"]} | {r["meta"].get("precision", "f32")} | {verdict} | {detail} |')
     for r in find(tool="torch", kind="parity"):
         rows = (r.get("result") or {}).get("fixtures", {})
         if rows:
