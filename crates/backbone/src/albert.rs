@@ -6,12 +6,14 @@ use std::path::Path;
 
 use burn::nn::{Embedding, LayerNorm, Linear};
 use burn::prelude::*;
+use burn::tensor::DType;
 use serde::Deserialize;
 
 use crate::config::{default_one, default_true, default_type_vocab};
 use crate::error::{BackboneError, Result};
 use crate::head::{HeadNames, HeadShape, MlmHead};
 use crate::layers::{Activation, PostLnBlock, PostLnNames, PostLnShape, leading_rows, run_post_ln};
+use crate::precision::linear;
 use crate::weights::Weights;
 
 #[derive(Clone, Debug, Deserialize)]
@@ -137,16 +139,17 @@ impl Albert {
         Ok((encoder, head))
     }
 
-    pub fn forward(&self, ids: Tensor<2, Int>, mask: Tensor<2, Int>) -> Tensor<3> {
+    pub fn forward(&self, ids: Tensor<2, Int>, mask: Tensor<2, Int>, dtype: DType) -> Tensor<3> {
         let positions = leading_rows(&self.position_embeddings, ids.dims()[1]);
         let token_type = leading_rows(&self.token_type_embeddings, 1);
         let x = self
             .embeddings_norm
             .forward(self.word_embeddings.forward(ids) + positions + token_type);
-        let x = self.embedding_hidden_mapping_in.forward(x);
+        // The residual stream the blocks add to is f32.
+        let x = linear(&self.embedding_hidden_mapping_in, x, dtype).cast(DType::F32);
         // Layer i runs every inner layer of group floor(i / (layers / groups)).
         let layers_per_group = self.num_hidden_layers / self.groups.len();
         let schedule = (0..self.num_hidden_layers).flat_map(|i| &self.groups[i / layers_per_group]);
-        run_post_ln(schedule, x, mask)
+        run_post_ln(schedule, x, mask, dtype)
     }
 }

@@ -5,6 +5,7 @@ use std::path::Path;
 
 use burn::nn::{Embedding, LayerNorm};
 use burn::prelude::*;
+use burn::tensor::DType;
 use serde::Deserialize;
 
 use crate::config::{default_true, default_type_vocab};
@@ -162,7 +163,7 @@ impl Bert {
         Ok((encoder, head))
     }
 
-    pub fn forward(&self, ids: Tensor<2, Int>, mask: Tensor<2, Int>) -> Tensor<3> {
+    pub fn forward(&self, ids: Tensor<2, Int>, mask: Tensor<2, Int>, dtype: DType) -> Tensor<3> {
         let [batch, len] = ids.dims();
         let device = ids.device();
         let positions = match self.positions {
@@ -178,6 +179,6 @@ impl Bert {
         let x = self.word_embeddings.forward(ids)
             + self.position_embeddings.forward(positions)
             + leading_rows(&self.token_type_embeddings, 1);
-        run_post_ln(&self.layers, self.embeddings_norm.forward(x), mask)
+        run_post_ln(&self.layers, self.embeddings_norm.forward(x), mask, dtype)
     }
 }

@@ -5,6 +5,7 @@ use std::path::Path;
 
 use burn::nn::{Embedding, LayerNorm};
 use burn::prelude::*;
+use burn::tensor::DType;
 use serde::Deserialize;
 
 use crate::config::default_true;
@@ -96,11 +97,11 @@ impl DistilBert {
         Ok((encoder, head))
     }
 
-    pub fn forward(&self, ids: Tensor<2, Int>, mask: Tensor<2, Int>) -> Tensor<3> {
+    pub fn forward(&self, ids: Tensor<2, Int>, mask: Tensor<2, Int>, dtype: DType) -> Tensor<3> {
         let positions = leading_rows(&self.position_embeddings, ids.dims()[1]);
         let x = self
             .embeddings_norm
             .forward(self.word_embeddings.forward(ids) + positions);
-        run_post_ln(&self.layers, x, mask)
+        run_post_ln(&self.layers, x, mask, dtype)
     }
 }

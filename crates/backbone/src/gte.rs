@@ -7,6 +7,7 @@ use std::path::Path;
 
 use burn::nn::{Embedding, LayerNorm, Linear};
 use burn::prelude::*;
+use burn::tensor::DType;
 use serde::Deserialize;
 
 use crate::config::{default_one, default_true};
@@ -15,6 +16,7 @@ use crate::head::{HeadNames, HeadShape, MlmHead};
 use crate::layers::{
     Activation, Rope, attend, leading_rows, merge_heads, padding_bias, split_heads,
 };
+use crate::precision::{linear, residual};
 use crate::weights::Weights;
 
 #[derive(Clone, Debug, Deserialize)]
@@ -200,7 +202,8 @@ impl Gte {
         Ok((encoder, head))
     }
 
-    pub fn forward(&self, ids: Tensor<2, Int>, mask: Tensor<2, Int>) -> Tensor<3> {
+    /// The f32 residual stream `[B, L, hidden]`; products and activations run in `dtype`.
+    pub fn forward(&self, ids: Tensor<2, Int>, mask: Tensor<2, Int>, dtype: DType) -> Tensor<3> {
         let [_, len] = ids.dims();
         let device = ids.device();
         let mut x = self.word_embeddings.forward(ids);
@@ -218,19 +221,23 @@ impl Gte {
         );
         let bias = padding_bias(mask);
         for layer in &self.layers {
-            let qkv = layer.qkv_proj.forward(x.clone());
+            let qkv = linear(&layer.qkv_proj, x.clone(), dtype);
             let q = split_heads(qkv.clone().slice_dim(2, 0..hidden), self.heads);
             let k = split_heads(qkv.clone().slice_dim(2, hidden..2 * hidden), self.heads);
             let v = split_heads(qkv.slice_dim(2, 2 * hidden..3 * hidden), self.heads);
             let context = merge_heads(attend(rope.apply(q), rope.apply(k), v, bias.clone()));
-            x = layer.attn_ln.forward(x + layer.o_proj.forward(context));
-            let up_gate = layer.up_gate_proj.forward(x.clone());
+            x = layer
+                .attn_ln
+                .forward(residual(x, linear(&layer.o_proj, context, dtype)));
+            let up_gate = linear(&layer.up_gate_proj, x.clone(), dtype);
             let inner = up_gate.dims()[2] / 2;
             let up = up_gate.clone().slice_dim(2, 0..inner);
             let gate = self
                 .activation
                 .forward(up_gate.slice_dim(2, inner..2 * inner));
-            x = layer.mlp_ln.forward(x + layer.down_proj.forward(gate * up));
+            x = layer
+                .mlp_ln
+                .forward(residual(x, linear(&layer.down_proj, gate * up, dtype)));
         }
         x
     }

@@ -5,9 +5,11 @@
 use burn::module::Param;
 use burn::nn::{LayerNorm, Linear};
 use burn::prelude::*;
+use burn::tensor::DType;
 
 use crate::error::{BackboneError, Result};
 use crate::layers::Activation;
+use crate::precision::{linear, matmul_transposed};
 use crate::weights::{Init, Weights};
 
 /// The HF names of one family's head tensors, from the checkpoint root.
@@ -119,24 +121,29 @@ impl MlmHead {
         })
     }
 
-    /// The transform alone: `norm(act(dense(h)))`, `[B, L, dim]`.
-    pub fn transform(&self, hidden: Tensor<3>) -> Tensor<3> {
+    /// The transform alone: `norm(act(dense(h)))`, `[B, L, dim]`, in `dtype` (the norm's
+    /// statistics in f32 whatever `dtype` is).
+    pub fn transform(&self, hidden: Tensor<3>, dtype: DType) -> Tensor<3> {
         self.norm
-            .forward(self.activation.forward(self.dense.forward(hidden)))
+            .forward(self.activation.forward(linear(&self.dense, hidden, dtype)))
     }
 
-    /// Logits `[B, L, vocab]`; `tied_embeddings` is the encoder's word-embedding matrix, used
-    /// when the decoder is tied.
-    pub fn forward(&self, hidden: Tensor<3>, tied_embeddings: Tensor<2>) -> Tensor<3> {
+    /// Logits `[B, L, vocab]` in `dtype`; `tied_embeddings` is the encoder's word-embedding
+    /// matrix, used when the decoder is tied.
+    pub fn forward(
+        &self,
+        hidden: Tensor<3>,
+        tied_embeddings: Tensor<2>,
+        dtype: DType,
+    ) -> Tensor<3> {
         let decoder = self.decoder_or(tied_embeddings);
         let [batch, len, _] = hidden.dims();
-        let transformed = self.transform(hidden);
+        let transformed = self.transform(hidden, dtype);
         let dim = transformed.dims()[2];
-        let logits = transformed
-            .reshape([batch * len, dim])
-            .matmul(decoder.transpose());
+        let logits = matmul_transposed(transformed.reshape([batch * len, dim]), decoder, dtype);
         let vocab = logits.dims()[1];
-        (logits + self.bias.val().unsqueeze::<2>()).reshape([batch, len, vocab])
+        let bias = self.bias.val().cast(dtype).unsqueeze::<2>();
+        (logits + bias).reshape([batch, len, vocab])
     }
 
     pub fn decoder_or(&self, tied_embeddings: Tensor<2>) -> Tensor<2> {

@@ -3,9 +3,10 @@
 
 use burn::nn::{Embedding, LayerNorm, Linear};
 use burn::prelude::*;
-use burn::tensor::activation;
+use burn::tensor::{DType, activation};
 
 use crate::error::{BackboneError, Result};
+use crate::precision::{linear, residual};
 use crate::weights::Weights;
 
 /// Added to the attention score of a key a query may not see. Large enough that `exp` gives 0,
@@ -64,11 +65,18 @@ pub fn merge_heads(x: Tensor<4>) -> Tensor<3> {
     x.swap_dims(1, 2).reshape([batch, len, heads * dim])
 }
 
-/// `softmax(q·kᵀ/√d + bias)·v` over `[B, heads, L, d]` tensors.
+/// `softmax(q·kᵀ/√d + bias)·v` over `[B, heads, L, d]` tensors, the products in `q`'s dtype and
+/// the scores widened to f32 for the bias and the softmax (autocast's choice: a bf16 softmax
+/// over long rows loses the small probabilities).
 pub fn attend(q: Tensor<4>, k: Tensor<4>, v: Tensor<4>, bias: Tensor<4>) -> Tensor<4> {
+    let dtype = q.dtype();
     let head_dim = q.dims()[3] as f64;
-    let scores = q.matmul(k.swap_dims(2, 3)).div_scalar(head_dim.sqrt()) + bias;
-    activation::softmax(scores, 3).matmul(v)
+    let scores = q
+        .matmul(k.swap_dims(2, 3))
+        .cast(DType::F32)
+        .div_scalar(head_dim.sqrt())
+        + bias;
+    activation::softmax(scores, 3).cast(dtype).matmul(v)
 }
 
 /// Additive `[B, 1, 1, L]` bias that hides padded keys (`mask` is 1 for tokens, 0 for pads).
@@ -137,13 +145,14 @@ impl Rope {
         }
     }
 
-    /// Rotates `[B, heads, L, d]` queries or keys.
+    /// Rotates `[B, heads, L, d]` queries or keys, in their dtype (HF casts its tables to it).
     pub fn apply(&self, x: Tensor<4>) -> Tensor<4> {
         let dim = x.dims()[3];
+        let dtype = x.dtype();
         let first = x.clone().slice_dim(3, 0..dim / 2);
         let second = x.clone().slice_dim(3, dim / 2..dim);
         let rotated = Tensor::cat(vec![second.neg(), first], 3);
-        x * self.cos.clone() + rotated * self.sin.clone()
+        x * self.cos.clone().cast(dtype) + rotated * self.sin.clone().cast(dtype)
     }
 }
 
@@ -157,16 +166,17 @@ pub fn leading_rows(embedding: &Embedding, rows: usize) -> Tensor<3> {
         .unsqueeze::<3>()
 }
 
-/// Runs post-LN blocks in order over `x`, hiding padded keys.
+/// Runs post-LN blocks in order over `x`, hiding padded keys, computing in `dtype`.
 pub fn run_post_ln<'a>(
     layers: impl IntoIterator<Item = &'a PostLnBlock>,
     x: Tensor<3>,
     mask: Tensor<2, Int>,
+    dtype: DType,
 ) -> Tensor<3> {
     let bias = padding_bias(mask);
     layers
         .into_iter()
-        .fold(x, |x, layer| layer.forward(x, bias.clone()))
+        .fold(x, |x, layer| layer.forward(x, bias.clone(), dtype))
 }
 
 /// The HF names of one post-LN block's tensors, relative to the layer's prefix.
@@ -230,18 +240,20 @@ impl PostLnBlock {
         })
     }
 
-    pub fn forward(&self, x: Tensor<3>, bias: Tensor<4>) -> Tensor<3> {
-        let q = split_heads(self.query.forward(x.clone()), self.heads);
-        let k = split_heads(self.key.forward(x.clone()), self.heads);
-        let v = split_heads(self.value.forward(x.clone()), self.heads);
+    /// `x` is the f32 residual stream; products and activations run in `dtype`.
+    pub fn forward(&self, x: Tensor<3>, bias: Tensor<4>, dtype: DType) -> Tensor<3> {
+        let h = x.clone().cast(dtype);
+        let q = split_heads(linear(&self.query, h.clone(), dtype), self.heads);
+        let k = split_heads(linear(&self.key, h.clone(), dtype), self.heads);
+        let v = split_heads(linear(&self.value, h, dtype), self.heads);
         let context = merge_heads(attend(q, k, v, bias));
         let a = self
             .attention_norm
-            .forward(x + self.attention_output.forward(context));
-        let ffn = self.output.forward(
-            self.activation
-                .forward(self.intermediate.forward(a.clone())),
-        );
-        self.output_norm.forward(a + ffn)
+            .forward(residual(x, linear(&self.attention_output, context, dtype)));
+        let inner = self
+            .activation
+            .forward(linear(&self.intermediate, a.clone(), dtype));
+        self.output_norm
+            .forward(residual(a, linear(&self.output, inner, dtype)))
     }
 }

@@ -4,6 +4,7 @@
 use burn::module::{Param, Parameter};
 use burn::nn::Embedding;
 use burn::prelude::*;
+use burn::tensor::DType;
 
 use crate::albert::Albert;
 use crate::bert::Bert;
@@ -15,6 +16,7 @@ use crate::gte::Gte;
 use crate::head::MlmHead;
 use crate::hf_names::TensorNames;
 use crate::modernbert::ModernBert;
+use crate::precision::Precision;
 use crate::tokenizer::TextTokenizer;
 use crate::weights::Weights;
 
@@ -39,14 +41,14 @@ pub enum Encoder {
 }
 
 impl Encoder {
-    /// Final hidden states `[B, L, hidden]`.
-    pub fn forward(&self, ids: Tensor<2, Int>, mask: Tensor<2, Int>) -> Tensor<3> {
+    /// Final hidden states `[B, L, hidden]` (f32), products and activations computed in `dtype`.
+    pub fn forward(&self, ids: Tensor<2, Int>, mask: Tensor<2, Int>, dtype: DType) -> Tensor<3> {
         match self {
-            Self::Bert(m) => m.forward(ids, mask),
-            Self::DistilBert(m) => m.forward(ids, mask),
-            Self::Albert(m) => m.forward(ids, mask),
-            Self::Gte(m) => m.forward(ids, mask),
-            Self::ModernBert(m) => m.forward(ids, mask),
+            Self::Bert(m) => m.forward(ids, mask, dtype),
+            Self::DistilBert(m) => m.forward(ids, mask, dtype),
+            Self::Albert(m) => m.forward(ids, mask, dtype),
+            Self::Gte(m) => m.forward(ids, mask, dtype),
+            Self::ModernBert(m) => m.forward(ids, mask, dtype),
         }
     }
 
@@ -86,6 +88,9 @@ pub enum RescaleMode {
 pub struct MaskedLm {
     pub encoder: Encoder,
     pub head: MlmHead,
+    /// The arithmetic of `forward`; the parameters are f32 either way.
+    #[module(skip)]
+    pub precision: Precision,
 }
 
 impl MaskedLm {
@@ -103,13 +108,25 @@ impl MaskedLm {
                 map(ModernBert::load(weights, c, path), Encoder::ModernBert)?
             }
         };
-        Ok(Self { encoder, head })
+        Ok(Self {
+            encoder,
+            head,
+            precision: Precision::F32,
+        })
     }
 
-    /// MLM logits `[B, L, vocab]` for right-padded ids and their attention mask.
+    /// The same model computing in `precision`.
+    pub fn with_precision(mut self, precision: Precision) -> Self {
+        self.precision = precision;
+        self
+    }
+
+    /// MLM logits `[B, L, vocab]` for right-padded ids and their attention mask, in the
+    /// compute dtype of the model's precision (bf16 under `bf16-mixed`).
     pub fn forward(&self, ids: Tensor<2, Int>, mask: Tensor<2, Int>) -> Tensor<3> {
-        let hidden = self.encoder.forward(ids, mask);
-        self.head.forward(hidden, self.tied_embeddings())
+        let dtype = self.precision.compute();
+        let hidden = self.encoder.forward(ids, mask, dtype);
+        self.head.forward(hidden, self.tied_embeddings(), dtype)
     }
 
     fn tied_embeddings(&self) -> Tensor<2> {

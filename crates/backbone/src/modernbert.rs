@@ -11,6 +11,7 @@ use std::path::Path;
 
 use burn::nn::{Embedding, LayerNorm, Linear};
 use burn::prelude::*;
+use burn::tensor::DType;
 use serde::Deserialize;
 
 use crate::config::default_true;
@@ -19,6 +20,7 @@ use crate::head::{HeadNames, HeadShape, MlmHead};
 use crate::layers::{
     Activation, Rope, attend, merge_heads, padding_bias, sliding_window_bias, split_heads,
 };
+use crate::precision::{linear, residual};
 use crate::weights::Weights;
 
 #[derive(Clone, Debug, Deserialize)]
@@ -247,7 +249,9 @@ impl ModernBert {
         Ok((encoder, head))
     }
 
-    pub fn forward(&self, ids: Tensor<2, Int>, mask: Tensor<2, Int>) -> Tensor<3> {
+    /// The final-normed f32 hidden states `[B, L, hidden]`; products and activations run in
+    /// `dtype`.
+    pub fn forward(&self, ids: Tensor<2, Int>, mask: Tensor<2, Int>, dtype: DType) -> Tensor<3> {
         let [_, len] = ids.dims();
         let device = ids.device();
         let mut x = self
@@ -269,19 +273,19 @@ impl ModernBert {
                 Some(norm) => norm.forward(x.clone()),
                 None => x.clone(),
             };
-            let qkv = layer.wqkv.forward(normed);
+            let qkv = linear(&layer.wqkv, normed, dtype);
             let q = split_heads(qkv.clone().slice_dim(2, 0..hidden), self.heads);
             let k = split_heads(qkv.clone().slice_dim(2, hidden..2 * hidden), self.heads);
             let v = split_heads(qkv.slice_dim(2, 2 * hidden..3 * hidden), self.heads);
             let context = merge_heads(attend(rope.apply(q), rope.apply(k), v, bias));
-            x = x + layer.attn_out.forward(context);
-            let projected = layer.mlp_in.forward(layer.mlp_norm.forward(x.clone()));
+            x = residual(x, linear(&layer.attn_out, context, dtype));
+            let projected = linear(&layer.mlp_in, layer.mlp_norm.forward(x.clone()), dtype);
             let inner = projected.dims()[2] / 2;
             let input = self
                 .activation
                 .forward(projected.clone().slice_dim(2, 0..inner));
             let gate = projected.slice_dim(2, inner..2 * inner);
-            x = x + layer.mlp_out.forward(input * gate);
+            x = residual(x, linear(&layer.mlp_out, input * gate, dtype));
         }
         self.final_norm.forward(x)
     }

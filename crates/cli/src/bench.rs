@@ -7,7 +7,7 @@ use std::time::Instant;
 use anyhow::Result;
 use burn::prelude::*;
 use clap::{Args, Subcommand};
-use lsr_backbone::{MaskedLm, ModelConfig, TokenBatch, Weights, parse_device};
+use lsr_backbone::{MaskedLm, ModelConfig, Precision, TokenBatch, Weights, parse_device};
 use lsr_splade::splade_pool;
 use lsr_train::data::TrainBatch;
 use lsr_train::{Recipe, Trainer};
@@ -85,6 +85,9 @@ pub struct EncodeBench {
     /// flex, wgpu[:N] or cuda[:N]; default: the best backend compiled in.
     #[arg(long)]
     device: Option<String>,
+    /// f32 or bf16-mixed.
+    #[arg(long, default_value = "f32")]
+    precision: Precision,
     #[arg(long)]
     json: bool,
 }
@@ -106,6 +109,9 @@ pub struct TrainStepBench {
     /// flex, wgpu[:N] or cuda[:N]; default: the best backend compiled in.
     #[arg(long)]
     device: Option<String>,
+    /// f32 or bf16-mixed (f32 weights and AdamW state either way).
+    #[arg(long, default_value = "f32")]
+    precision: Precision,
     #[arg(long)]
     json: bool,
 }
@@ -113,6 +119,7 @@ pub struct TrainStepBench {
 #[derive(Serialize)]
 struct TrainStepReport {
     device: String,
+    precision: Precision,
     queries: usize,
     documents: usize,
     query_len: usize,
@@ -127,6 +134,7 @@ struct TrainStepReport {
 #[derive(Serialize)]
 struct EncodeReport {
     device: String,
+    precision: Precision,
     batch: usize,
     seq_len: usize,
     iterations: usize,
@@ -236,6 +244,7 @@ fn train_step(args: TrainStepBench) -> Result<()> {
     let recipe = Recipe {
         batch_size: args.queries,
         negatives: 1,
+        precision: args.precision,
         ..Recipe::default()
     };
     let mut trainer = Trainer::new(model, recipe);
@@ -254,6 +263,7 @@ fn train_step(args: TrainStepBench) -> Result<()> {
     }
     let report = TrainStepReport {
         device: format!("{device:?}"),
+        precision: args.precision,
         queries: args.queries,
         documents: 2 * args.queries,
         query_len: args.query_len,
@@ -282,7 +292,7 @@ fn train_step(args: TrainStepBench) -> Result<()> {
 
 fn encode(args: EncodeBench) -> Result<()> {
     let device = parse_device(args.device.as_deref())?;
-    let model = bert_base(&device)?;
+    let model = bert_base(&device)?.with_precision(args.precision);
     let (ids, mask) = synthetic_tokens(args.batch, args.seq_len).to_tensors(&device);
     let step = || {
         let vectors = splade_pool(model.forward(ids.clone(), mask.clone()), mask.clone());
@@ -299,6 +309,7 @@ fn encode(args: EncodeBench) -> Result<()> {
     let seconds = start.elapsed().as_secs_f64() / args.iterations.max(1) as f64;
     let report = EncodeReport {
         device: format!("{device:?}"),
+        precision: args.precision,
         batch: args.batch,
         seq_len: args.seq_len,
         iterations: args.iterations,

@@ -1,6 +1,6 @@
 use anyhow::Result;
 use clap::Args;
-use lsr_backbone::{Backbone, RescaleMode, parse_device};
+use lsr_backbone::{Backbone, Precision, RescaleMode, parse_device};
 use lsr_splade::SpladeEncoder;
 
 /// The model a command encodes with: a checkpoint, its rescaling and the device.
@@ -15,16 +15,20 @@ pub struct ModelArgs {
     /// With a tied decoder, rescale an untied copy instead of the shared matrix.
     #[arg(long)]
     untie: bool,
-    /// flex, wgpu[:N] or cuda[:N]; default: the best backend compiled in.
+    /// flex, wgpu[:N] or cuda[:N]; default: the best backend that starts here.
     #[arg(long)]
     device: Option<String>,
+    /// f32, or bf16-mixed (bf16 matrix products; SPLADE weights in f32).
+    #[arg(long, default_value = "f32")]
+    precision: Precision,
 }
 
 impl ModelArgs {
     /// Loads the checkpoint (texts truncated to `max_length` tokens) and rescales its head.
     pub fn encoder(&self, max_length: usize) -> Result<SpladeEncoder> {
         let device = parse_device(self.device.as_deref())?;
-        let backbone = Backbone::load(&self.checkpoint, &device, max_length)?;
+        let mut backbone = Backbone::load(&self.checkpoint, &device, max_length)?;
+        backbone.model = backbone.model.with_precision(self.precision);
         let mode = if self.untie {
             RescaleMode::Untie
         } else {

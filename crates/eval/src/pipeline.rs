@@ -14,6 +14,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use indicatif::{ProgressBar, ProgressStyle};
+use lsr_backbone::Precision;
 use lsr_splade::SpladeEncoder;
 use serde::Serialize;
 
@@ -55,6 +56,8 @@ pub struct DatasetReport {
     pub judged_documents_missing_from_corpus: usize,
     pub relevance_level: i32,
     pub encode_seconds: f64,
+    /// The arithmetic the vectors were encoded in.
+    pub precision: Precision,
     pub settings: EvalSettings,
 }
 
@@ -145,6 +148,7 @@ pub fn evaluate_dataset(
         judged_documents_missing_from_corpus,
         relevance_level: dataset.relevance_level,
         encode_seconds,
+        precision: encoder.backbone.model.precision,
         settings: settings.clone(),
     };
     write_json(&out_dir.join("per_query.json"), &evaluation.per_query)?;

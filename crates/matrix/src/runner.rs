@@ -138,7 +138,8 @@ fn evaluate<'a>(
     };
     let max_length = spec.query_max_length.max(spec.document_max_length);
     let model_name = model.to_str().unwrap_or_default();
-    let backbone = Backbone::load(model_name, device, max_length)?;
+    let mut backbone = Backbone::load(model_name, device, max_length)?;
+    backbone.model = backbone.model.with_precision(spec.precision);
     let encoder = SpladeEncoder::new(backbone, 1.0, RescaleMode::Shared)?;
     let mut metrics = CellMetrics {
         datasets: BTreeMap::new(),

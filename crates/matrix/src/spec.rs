@@ -2,6 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
+use lsr_backbone::Precision;
 use lsr_train::{DataConfig, ModelSpec, Recipe, TrainConfig};
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
@@ -62,6 +63,9 @@ pub struct EvalSpec {
     pub top_k: usize,
     /// The data set (or group) whose mean nDCG@10 and FLOPs the trade-off plot shows.
     pub tradeoff: String,
+    /// The arithmetic of encoding (`f32` or `bf16-mixed`), whatever the training used.
+    #[serde(default)]
+    pub precision: Precision,
 }
 
 fn default_measures() -> Vec<String> {

@@ -1,4 +1,5 @@
 use burn::prelude::*;
+use burn::tensor::DType;
 use lsr_backbone::{Backbone, RescaleMode, Result, TextTokenizer};
 
 /// The non-zero terms of one text, sorted by weight descending (ties by term id).
@@ -29,16 +30,21 @@ impl SparseVector {
     }
 }
 
-/// SPLADE max pooling: `max_t mask_t · log(1 + relu(logits_t))`, `[B, L, V]` → `[B, V]`.
+/// SPLADE max pooling: `max_t mask_t · log(1 + relu(logits_t))`, `[B, L, V]` → `[B, V]`, in f32.
 /// `log(1 + relu(·))` is non-decreasing, so it commutes with the max: the max is taken over the
 /// raw logits of the text's tokens (pads pushed to −1e30) and only the `[B, V]` result is
 /// transformed. Equal to the textbook order, with two fewer passes over the largest tensor of
-/// the model, forward and backward.
+/// the model, forward and backward. Logits in bf16 stay bf16 through the max (which is exact)
+/// and are widened only at `[B, V]`.
 pub fn splade_pool(logits: Tensor<3>, mask: Tensor<2, Int>) -> Tensor<2> {
-    let pad_offset = (mask.float() - 1.0).mul_scalar(1e30).unsqueeze_dim::<3>(2);
+    let pad_offset = (mask.float() - 1.0)
+        .mul_scalar(1e30)
+        .cast(logits.dtype())
+        .unsqueeze_dim::<3>(2);
     (logits + pad_offset)
         .max_dim(1)
         .squeeze_dim::<2>(1)
+        .cast(DType::F32)
         .clamp_min(0.0)
         .log1p()
 }

@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
+use lsr_backbone::Precision;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Result, TrainError};
@@ -80,6 +81,9 @@ pub struct Recipe {
     pub collapse_patience: usize,
     /// Batches tokenised ahead of the training thread.
     pub prefetch: usize,
+    /// `f32`, or `bf16-mixed`: bf16 matrix products and activations with f32 master weights,
+    /// AdamW state, LayerNorm statistics, softmax, SPLADE weights and loss.
+    pub precision: Precision,
 }
 
 impl Default for Recipe {
@@ -108,6 +112,7 @@ impl Default for Recipe {
             keep_checkpoints: 2,
             collapse_patience: 100,
             prefetch: 4,
+            precision: Precision::F32,
         }
     }
 }

@@ -47,10 +47,11 @@ pub struct Trainer {
 }
 
 impl Trainer {
-    /// `model` must live on an autodiff device and already carry the rescaled head.
+    /// `model` must live on an autodiff device and already carry the rescaled head; it computes
+    /// in the recipe's precision from here on.
     pub fn new(model: MaskedLm, recipe: Recipe) -> Self {
         Self {
-            model,
+            model: model.with_precision(recipe.precision),
             optimizer: adamw(&recipe),
             recipe,
             step: 0,

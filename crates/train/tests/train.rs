@@ -2,6 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
+use lsr_backbone::Precision;
 use lsr_backbone::reference::fixtures_dir;
 use lsr_train::log::read_log;
 use lsr_train::{
@@ -69,6 +70,26 @@ fn the_ranking_loss_falls() {
 }
 
 #[test]
+fn bf16_mixed_learns_and_keeps_f32_weights() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = config(dir.path(), "modernbert", 40);
+    config.recipe.precision = Precision::Bf16Mixed;
+    let model = finished_model(train(&config, false).unwrap());
+    let ranking = column(&dir.path().join("train.csv"), "ranking_loss");
+    let first: f64 = ranking[..10].iter().sum::<f64>() / 10.0;
+    let last: f64 = ranking[30..].iter().sum::<f64>() / 10.0;
+    assert!(
+        last < 0.5 * first,
+        "bf16-mixed: ranking loss {first} → {last}"
+    );
+    let bytes = std::fs::read(model.join("model.safetensors")).unwrap();
+    let file = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    for (name, view) in file.tensors() {
+        assert_eq!(view.dtype(), safetensors::Dtype::F32, "{name}");
+    }
+}
+
+#[test]
 fn id_triples_and_jsonl_with_two_negatives_train() {
     let data = fixtures_dir().join("train");
     let dir = tempfile::tempdir().unwrap();
@@ -120,6 +141,20 @@ fn a_hugely_scaled_up_head_collapses_and_the_collapse_is_recorded() {
 
 #[test]
 fn resuming_after_a_kill_reaches_the_same_weights_without_lost_or_repeated_steps() {
+    resumes_exactly(Precision::F32);
+}
+
+#[test]
+fn resuming_stays_exact_in_bf16_mixed() {
+    resumes_exactly(Precision::Bf16Mixed);
+}
+
+fn resumes_exactly(precision: Precision) {
+    let config = |output: &Path, family: &str, steps: usize| {
+        let mut config = config(output, family, steps);
+        config.recipe.precision = precision;
+        config
+    };
     let dir = tempfile::tempdir().unwrap();
     let whole = dir.path().join("whole");
     let reference = finished_model(train(&config(&whole, "bert", 17), false).unwrap());

@@ -1,0 +1,139 @@
+//! Mixed precision: the dtype a model computes its matrix products and activations in, while its
+//! parameters, the residual stream, LayerNorm, softmax and everything after SPLADE pooling stay
+//! f32 (as PyTorch's bf16 autocast leaves them). burn has no autocast and a matmul of mismatched
+//! dtypes panics, so every layer runs its linear maps and residual additions through the helpers
+//! here (attention widens its own scores: `layers::attend`), which cast operands to the compute
+//! dtype; in f32 each cast is a no-op and the f32 path is the one the parity tests check.
+
+use burn::nn::Linear;
+use burn::prelude::*;
+use burn::tensor::DType;
+
+/// A model's arithmetic: `f32`, or `bf16-mixed` (bf16 matrix products and activations with f32
+/// master weights, optimizer state, statistics, softmax and loss).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Precision {
+    #[default]
+    F32,
+    Bf16Mixed,
+}
+
+impl Precision {
+    pub const NAMES: [&'static str; 2] = ["f32", "bf16-mixed"];
+
+    /// The dtype of matrix products and the activations between them.
+    pub fn compute(self) -> DType {
+        match self {
+            Self::F32 => DType::F32,
+            Self::Bf16Mixed => DType::BF16,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::F32 => Self::NAMES[0],
+            Self::Bf16Mixed => Self::NAMES[1],
+        }
+    }
+}
+
+impl std::str::FromStr for Precision {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "f32" => Ok(Self::F32),
+            "bf16-mixed" => Ok(Self::Bf16Mixed),
+            other => Err(format!(
+                "unknown precision `{other}`; expected {}",
+                Self::NAMES.join(" or ")
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for Precision {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// `x · W + b` in `dtype`: `x` and the f32 parameters cast to it. The result stays in `dtype`.
+pub fn linear<const D: usize>(layer: &Linear, x: Tensor<D>, dtype: DType) -> Tensor<D> {
+    burn::tensor::module::linear(
+        x.cast(dtype),
+        layer.weight.val().cast(dtype),
+        layer.bias.as_ref().map(|b| b.val().cast(dtype)),
+    )
+}
+
+/// `x · Wᵀ` for a `[rows, dim]` matrix `w` held in PyTorch's layout, in `dtype`.
+pub fn matmul_transposed(x: Tensor<2>, w: Tensor<2>, dtype: DType) -> Tensor<2> {
+    x.cast(dtype).matmul(w.cast(dtype).transpose())
+}
+
+/// `residual + update` in f32: the residual stream keeps full precision between layers.
+pub fn residual<const D: usize>(residual: Tensor<D>, update: Tensor<D>) -> Tensor<D> {
+    residual + update.cast(DType::F32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use burn::nn::LinearConfig;
+
+    #[test]
+    fn linear_runs_in_the_compute_dtype_and_its_gradient_reaches_the_f32_weight() {
+        let device = Device::flex().autodiff();
+        let layer = LinearConfig::new(4, 3).init(&device);
+        let x = Tensor::<2>::from_data(
+            TensorData::new(vec![0.5f32, -1.0, 2.0, 0.25, 1.5, 0.0, -0.5, 1.0], [2, 4]),
+            &device,
+        );
+        let exact = linear(&layer, x.clone(), DType::F32);
+        let mixed = linear(&layer, x, DType::BF16);
+        assert_eq!(mixed.dtype(), DType::BF16);
+        let exact_values: Vec<f32> = exact.into_data().convert::<f32>().into_vec().unwrap();
+        let mixed_values: Vec<f32> = mixed
+            .clone()
+            .into_data()
+            .convert::<f32>()
+            .into_vec()
+            .unwrap();
+        for (a, b) in exact_values.iter().zip(&mixed_values) {
+            // bf16 keeps 8 significant bits: operands and result each round by ≤ 2^-9.
+            assert!((a - b).abs() <= 2e-2 * a.abs().max(1.0), "{a} vs {b}");
+        }
+        let gradients = mixed.cast(DType::F32).sum().backward();
+        let gradient = layer.weight.grad(&gradients).expect("weight gradient");
+        assert_eq!(gradient.dtype(), DType::F32);
+        assert_eq!(layer.weight.val().dtype(), DType::F32);
+    }
+
+    #[test]
+    fn attention_softmax_is_f32_and_the_output_is_in_the_input_dtype() {
+        use crate::layers::attend;
+        let device = Device::flex();
+        let values: Vec<f32> = (0..2 * 3 * 4).map(|i| (i as f32 * 0.37).sin()).collect();
+        let t = || Tensor::<4>::from_data(TensorData::new(values.clone(), [1, 2, 3, 4]), &device);
+        let bias = Tensor::<4>::zeros([1, 1, 1, 3], &device);
+        let exact = attend(t(), t(), t(), bias.clone());
+        let bf16 = || t().cast(DType::BF16);
+        let mixed = attend(bf16(), bf16(), bf16(), bias);
+        assert_eq!(mixed.dtype(), DType::BF16);
+        let a: Vec<f32> = exact.into_data().convert::<f32>().into_vec().unwrap();
+        let b: Vec<f32> = mixed.into_data().convert::<f32>().into_vec().unwrap();
+        for (a, b) in a.iter().zip(&b) {
+            assert!((a - b).abs() <= 2e-2, "{a} vs {b}");
+        }
+    }
+
+    #[test]
+    fn precision_names_round_trip() {
+        for name in Precision::NAMES {
+            assert_eq!(name.parse::<Precision>().unwrap().name(), name);
+        }
+        assert!("fp16".parse::<Precision>().is_err());
+    }
+}

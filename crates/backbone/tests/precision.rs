@@ -1,0 +1,41 @@
+//! bf16-mixed against transformers' f32 logits on the committed fixtures, on flex: every family
+//! computes its products in bf16 (the logits come out bf16), and lands within what bf16's 8
+//! significant bits allow.
+
+use burn::prelude::*;
+use burn::tensor::DType;
+use lsr_backbone::reference::{ReferenceOutputs, fixture_texts, fixtures_dir};
+use lsr_backbone::{Backbone, FAMILIES, Precision};
+
+/// Relative to the largest reference logit: each bf16 rounding is ≤ 2^-9 relative, and a
+/// fixture's two layers, head and residual stream compound a few dozen of them.
+const BF16_TOLERANCE: f32 = 3e-2;
+
+#[test]
+fn every_family_runs_in_bf16_and_stays_close_to_transformers() {
+    let (texts, max_length) = fixture_texts().unwrap();
+    let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let device = Device::flex();
+    for name in FAMILIES {
+        let dir = fixtures_dir().join(name);
+        let expected = ReferenceOutputs::read(&dir).unwrap();
+        let mut backbone = Backbone::load(dir.to_str().unwrap(), &device, max_length).unwrap();
+        backbone.model = backbone.model.with_precision(Precision::Bf16Mixed);
+        let batch = backbone.tokenizer.encode_batch(&texts).unwrap();
+        let (ids, mask) = batch.to_tensors(&device);
+        let logits = backbone.model.forward(ids, mask);
+        assert_eq!(logits.dtype(), DType::BF16, "{name}: logits dtype");
+        let values: Vec<f32> = logits.into_data().convert::<f32>().into_vec().unwrap();
+        let scale = expected.logits.iter().fold(1.0f32, |m, x| m.max(x.abs()));
+        let deviation = expected.max_token_deviation(&values);
+        eprintln!("{name}: bf16-mixed max |Δ logits| {deviation:.3e} (largest logit {scale:.2})");
+        assert!(
+            deviation <= BF16_TOLERANCE * scale,
+            "{name}: bf16-mixed max |Δ logits| {deviation:e} against a scale of {scale}"
+        );
+        assert!(
+            deviation > 0.0,
+            "{name}: bf16-mixed gave f32's logits exactly"
+        );
+    }
+}
