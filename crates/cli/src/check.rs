@@ -8,7 +8,7 @@ use anyhow::{Context, Result, bail};
 use burn::prelude::*;
 use clap::{Args, ValueEnum};
 use lsr_backbone::reference::{ReferenceOutputs, fixture_texts_in};
-use lsr_backbone::{Backbone, RescaleMode, parse_device};
+use lsr_backbone::{Backbone, Precision, RescaleMode, parse_device};
 use lsr_splade::SpladeEncoder;
 use lsr_train::reference::step_deviation;
 use serde::Serialize;
@@ -18,10 +18,14 @@ pub struct CheckArgs {
     /// flex, wgpu[:N] or cuda[:N]; default: the best backend that starts here.
     #[arg(long)]
     device: Option<String>,
+    /// f32, or bf16-mixed (compared with the same f32 references).
+    #[arg(long, default_value = "f32")]
+    precision: Precision,
     /// The repository's fixtures (`data/fixtures`).
     #[arg(long, default_value = "data/fixtures")]
     fixtures: PathBuf,
-    /// `exact` (the tests' 1e-4) or `tf32`; default: exact on flex, tf32 on a GPU.
+    /// `exact` (the tests' 1e-4), `tf32` or `bf16`; default: bf16 for bf16-mixed, else exact
+    /// on flex and tf32 on a GPU.
     #[arg(long)]
     tolerance: Option<Tolerance>,
     #[arg(long)]
@@ -41,20 +45,35 @@ pub enum Tolerance {
     /// relative, updated weights within 1e-3 (the step's lr is 2e-2, so an update that went
     /// the wrong way would be off by up to 4e-2).
     Tf32,
+    /// bf16-mixed: 8 significant bits (relative rounding 2^-9) at every product's operands and
+    /// result. Logits and SPLADE weights within 3e-2 of the largest reference logit, loss terms
+    /// within 2e-2 relative, updated weights within 5e-3 (a quarter of the step's lr).
+    Bf16,
 }
 
 impl Tolerance {
-    fn logits(self) -> f64 {
+    /// The bound on |Δ logit| or |Δ weight| when the reference's largest |logit| is `scale`.
+    fn logits(self, scale: f64) -> f64 {
         match self {
             Self::Exact => 1e-4,
             Self::Tf32 => 1e-2,
+            Self::Bf16 => 3e-2 * scale.max(1.0),
         }
     }
 
-    fn step(self) -> f64 {
+    fn step_scalars(self) -> f64 {
         match self {
             Self::Exact => 1e-4,
             Self::Tf32 => 1e-3,
+            Self::Bf16 => 2e-2,
+        }
+    }
+
+    fn step_weights(self) -> f64 {
+        match self {
+            Self::Exact => 1e-4,
+            Self::Tf32 => 1e-3,
+            Self::Bf16 => 5e-3,
         }
     }
 }
@@ -88,6 +107,7 @@ impl Item {
 #[derive(Serialize)]
 struct Report {
     device: String,
+    precision: Precision,
     tolerance: Tolerance,
     pass: bool,
     items: Vec<Item>,
@@ -95,7 +115,9 @@ struct Report {
 
 pub fn run(args: CheckArgs) -> Result<()> {
     let device = parse_device(args.device.as_deref())?;
-    let tolerance = args.tolerance.unwrap_or(if device == Device::flex() {
+    let tolerance = args.tolerance.unwrap_or(if args.precision == Precision::Bf16Mixed {
+        Tolerance::Bf16
+    } else if device == Device::flex() {
         Tolerance::Exact
     } else {
         Tolerance::Tf32
@@ -111,12 +133,13 @@ pub fn run(args: CheckArgs) -> Result<()> {
             &texts,
             max_length,
             &device,
+            args.precision,
             tolerance,
         )?);
     }
     let train_device = device.clone().autodiff();
     for family in ["bert", "modernbert"] {
-        let step = step_deviation(&args.fixtures, family, &train_device)?;
+        let step = step_deviation(&args.fixtures, family, &train_device, args.precision)?;
         let worst = step.scalars.iter().max_by(|a, b| {
             let rel = |s: &(String, f64, f64)| (s.1 - s.2).abs() / s.2.abs().max(1.0);
             rel(a).total_cmp(&rel(b))
@@ -128,7 +151,7 @@ pub fn run(args: CheckArgs) -> Result<()> {
             family,
             "train step: loss terms (relative)",
             step.max_scalar_rel(),
-            tolerance.step(),
+            tolerance.step_scalars(),
             detail,
         ));
         let all_compared = step.params_compared == step.params_named;
@@ -145,13 +168,14 @@ pub fn run(args: CheckArgs) -> Result<()> {
             family,
             "train step: updated weights",
             max_abs,
-            tolerance.step(),
+            tolerance.step_weights(),
             detail,
         ));
     }
 
     let report = Report {
         device: format!("{device:?}"),
+        precision: args.precision,
         tolerance,
         pass: items.iter().all(|i| i.pass),
         items,
@@ -160,8 +184,8 @@ pub fn run(args: CheckArgs) -> Result<()> {
         println!("{}", serde_json::to_string(&report)?);
     } else {
         println!(
-            "parity on {} (tolerance: {:?})",
-            report.device, report.tolerance
+            "parity on {} in {} (tolerance: {:?})",
+            report.device, report.precision, report.tolerance
         );
         for item in &report.items {
             let verdict = if item.pass { "ok  " } else { "FAIL" };
@@ -208,16 +232,19 @@ fn encoder_items(
     texts: &[&str],
     max_length: usize,
     device: &Device,
+    precision: Precision,
     tolerance: Tolerance,
 ) -> Result<[Item; 2]> {
     let dir = root.join(name);
     let expected = ReferenceOutputs::read(&dir)?;
-    let backbone = Backbone::load(
+    let mut backbone = Backbone::load(
         dir.to_str().context("fixture path is not UTF-8")?,
         device,
         max_length,
     )?;
+    backbone.model = backbone.model.with_precision(precision);
     let logits = expected.logits_deviation(&backbone, texts, device)?;
+    let bound = tolerance.logits(logits.reference_max_abs as f64);
     let tokens_ok = logits.ids_match && logits.mask_match;
     let detail = if tokens_ok {
         format!("largest |logit| {:.2}", logits.reference_max_abs)
@@ -229,7 +256,7 @@ fn encoder_items(
     } else {
         f64::INFINITY
     };
-    let logits_item = Item::new(name, "logits", max_abs, tolerance.logits(), detail);
+    let logits_item = Item::new(name, "logits", max_abs, bound, detail);
 
     let encoder = SpladeEncoder::new(backbone, 1.0, RescaleMode::Shared)?;
     let dense = encoder
@@ -252,7 +279,7 @@ fn encoder_items(
         name,
         "SPLADE weights",
         max_abs,
-        tolerance.logits(),
+        bound,
         format!("{active} active terms"),
     );
     Ok([logits_item, splade_item])

@@ -7,7 +7,7 @@
 use std::path::Path;
 
 use burn::prelude::*;
-use lsr_backbone::{Backbone, RescaleMode, TokenBatch, parameter_values};
+use lsr_backbone::{Backbone, Precision, RescaleMode, TokenBatch, parameter_values};
 use safetensors::SafeTensors;
 
 use crate::data::TrainBatch;
@@ -41,8 +41,13 @@ impl StepDeviation {
 }
 
 /// Takes the fixture's step for `family` (`bert` or `modernbert`) from the fixtures under
-/// `root` on `device` (an autodiff device).
-pub fn step_deviation(root: &Path, family: &str, device: &Device) -> Result<StepDeviation> {
+/// `root` on `device` (an autodiff device), computing in `precision` (PyTorch's step is f32).
+pub fn step_deviation(
+    root: &Path,
+    family: &str,
+    device: &Device,
+    precision: Precision,
+) -> Result<StepDeviation> {
     let dir = root.join("train-step");
     let recipe_path = dir.join("recipe.json");
     let text = std::fs::read(&recipe_path).map_err(|e| TrainError::io(&recipe_path, e))?;
@@ -64,7 +69,11 @@ pub fn step_deviation(root: &Path, family: &str, device: &Device) -> Result<Step
     let model = backbone
         .model
         .rescale_mlm_head(number("k")?, RescaleMode::Shared)?;
-    let mut trainer = Trainer::new(model, recipe(&number)?);
+    let recipe = Recipe {
+        precision,
+        ..recipe(&number)?
+    };
+    let mut trainer = Trainer::new(model, recipe);
     let batch = TrainBatch {
         index: 0,
         queries: token_batch(&tensor, "query")?,

@@ -3,10 +3,12 @@
 
 use burn::prelude::*;
 use lsr_backbone::reference::fixtures_dir;
+use lsr_backbone::Precision;
 use lsr_train::reference::step_deviation;
 
 fn check(family: &str) {
-    let deviation = step_deviation(&fixtures_dir(), family, &Device::flex().autodiff()).unwrap();
+    let device = Device::flex().autodiff();
+    let deviation = step_deviation(&fixtures_dir(), family, &device, Precision::F32).unwrap();
     for (name, ours, theirs) in &deviation.scalars {
         assert!(
             (ours - theirs).abs() <= 1e-4 * theirs.abs().max(1.0),
