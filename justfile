@@ -47,7 +47,7 @@ table matrix="table1":
     cargo build --release -p lsr-cli
     target/release/lsr report results/{{matrix}} --only table
 
-# Build the `lsr` binary (features: wgpu, cuda, cuda-nvrtc), e.g. `just build cuda,wgpu`.
+# Build the `lsr` binary (features: wgpu, cuda), e.g. `just build cuda,wgpu`.
 build *features:
     {{ if features =~ "cuda" { "scripts/cuda/llvm-bundle.sh" } else { "true" } }}
     cargo build --release -p lsr-cli {{ if features == "" { "" } else { "--features " + features } }}

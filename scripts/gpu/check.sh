@@ -1,22 +1,25 @@
 #!/usr/bin/env bash
-# The GPU check: everything lsr needs to show on a GPU machine, in one run, by priority:
-# parity with transformers/PyTorch on CUDA, the train step and corpus encoding against PyTorch
-# on the same GPU (f32 with TF32 off and on, bf16 autocast) with peak GPU memory, the other
-# CUDA compiler path and WGPU, and a few cells of the miniature matrix end to end.
+# The GPU check: what lsr has to show on a GPU machine, in one run, by priority: parity with
+# transformers and PyTorch on CUDA (f32 and bf16-mixed), the matmul kernel alone, the train step
+# at the recipe's shape and corpus encoding against PyTorch on the same GPU (peak memory too),
+# where the device time goes (per-kernel profile), WGPU, and miniature cells end to end.
 #
 # On the GPU machine (CUDA driver, PyTorch, transformers; no Rust, no network), from the
-# repository root, with the prebuilt binaries in target/gpu/lsr.tar.xz (`scripts/gpu/pack.sh`):
+# repository root, with the prebuilt binary in target/gpu/lsr.tar.xz (`scripts/gpu/pack.sh`)
+# and the Vulkan loader packages in .gl (README, "GPU"):
 #     OUT=<dir> scripts/gpu/check.sh [--budget SECONDS] [--precisions "f32 bf16-mixed"]
 # Dry run on a CPU (flex, tiny shapes, PyTorch on CPU from .venv), which is how it is tested:
 #     scripts/gpu/check.sh --dry-run
-# Writes results.jsonl (one line per measurement), summary.json, summary.md and log.txt to
-# $OUT (default ./gpu-check). Steps that would start after the budget are recorded as skipped.
+# Writes results.jsonl (one line per step), summary.json, summary.md, machine.txt and log.txt
+# to $OUT (default ./gpu-check). Steps that would start after the budget are recorded as
+# skipped, so the check ends in time whatever happens.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
+repo=$(pwd)
 
 dry=0
 budget=420
-precisions="f32"
+precisions="f32 bf16-mixed"
 while [[ $# -gt 0 ]]; do
     case $1 in
         --dry-run) dry=1 ;;
@@ -40,20 +43,20 @@ trap 'rm -rf "$work"' EXIT
 
 if (( dry )); then
     gpu=flex torch_device=cpu python=${PYTHON:-.venv/bin/python}
-    binaries=(flex="${LSR:-target/release/lsr}")
+    lsr=$(realpath "${LSR:-target/release/lsr}")
     small=(--queries 2 --query-len 8 --document-len 16) recipe=(--queries 2 --query-len 16 --document-len 32)
-    encode_shape=(--batch 4 --seq-len 32) iterations=1 warmup=1
+    encode_shape=(--batch 4 --seq-len 32) head=(--m 64 --k 768 --n 4096) ffn=(--m 64 --k 768 --n 3072)
+    iterations=1 warmup=1
 else
     gpu=cuda torch_device=cuda python=python3
     mkdir -p "$work/bin"
     python3 -c 'import lzma, sys, tarfile; tarfile.open(fileobj=lzma.open(sys.argv[1])).extractall(sys.argv[2])' \
-        target/gpu/lsr.tar.xz "$work/bin" || { echo "no binaries: run scripts/gpu/pack.sh on the build machine"; exit 1; }
-    # Each compiler path's binary, `lsr-<path>`; the first is measured most.
-    binaries=()
-    for label in $(cat "$work/bin/order"); do binaries+=("$label=$work/bin/lsr-$label"); done
+        target/gpu/lsr.tar.xz "$work/bin" || { echo "no binary: run scripts/gpu/pack.sh on the build machine"; exit 1; }
+    lsr=$work/bin/lsr
     small=(--queries 8 --query-len 32 --document-len 128) recipe=(--queries 32 --query-len 32 --document-len 256)
-    encode_shape=(--batch 128 --seq-len 256) iterations=10 warmup=2
-    # WGPU needs the Vulkan loader, carried as Debian packages in .gl (see the README).
+    # The head's product at the encoding shape (128 × 256 tokens), and the FFN's first one.
+    encode_shape=(--batch 128 --seq-len 256) head=(--m 32768 --k 768 --n 30522) ffn=(--m 32768 --k 768 --n 3072)
+    iterations=10 warmup=2
     if [[ -d .gl ]]; then
         for f in .gl/*.deb; do dpkg -x "$f" /; done
         ldconfig
@@ -61,7 +64,6 @@ else
         export __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
     fi
 fi
-first_binary=${binaries[0]#*=}
 
 echo "== machine ($(date -u +%FT%TZ))"
 {
@@ -69,15 +71,15 @@ echo "== machine ($(date -u +%FT%TZ))"
     $python -c 'import torch, transformers; print("torch", torch.__version__, "cuda", torch.version.cuda, "transformers", transformers.__version__)'
     command -v nvcc >/dev/null && nvcc --version | tail -1
     ls -d /usr/local/cuda* 2>/dev/null
-    ldconfig -p | grep -E 'libnvrtc|libcuda\.so|libvulkan' | head -5
     nproc
-    for b in "${binaries[@]}"; do echo "${b%%=*}: $("${b#*=}" --version)"; done
+    "$lsr" --version
 } | tee "$out/machine.txt"
 
-# Peak device memory of the process a step runs (MiB above what was in use before it).
+# Peak device memory of the process a step runs, sampled from the driver (MiB above what was
+# in use before it): autotuning's trial buffers included.
 sampler=
 start_sampler() {
-    [[ $gpu == cuda ]] || return 0
+    [[ $gpu == flex ]] && return 0
     nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 50 > "$work/mem" 2>/dev/null &
     sampler=$!
     sleep 0.2
@@ -92,8 +94,7 @@ stop_sampler() {
 # result) unless the budget is spent, and appends one line to results.jsonl.
 step() {
     local name=$1 limit=$2 meta=$3; shift 3
-    local now; now=$(date +%s)
-    local left=$((deadline - now))
+    local left=$((deadline - $(date +%s)))
     if (( left < 10 )); then
         echo "== $name: skipped (budget spent)"
         echo "{\"step\":\"$name\",\"status\":\"skipped\",\"meta\":$meta}" >> "$results"
@@ -111,7 +112,6 @@ step() {
     local status=ok
     (( rc == 124 || rc == 137 )) && status=timeout
     (( rc != 0 && rc != 124 && rc != 137 )) && status="exit $rc"
-    local result; result=$(tail -n 1 "$work/stdout")
     $python -c 'import json, sys
 try:
     r = json.loads(sys.argv[1])
@@ -119,93 +119,120 @@ except ValueError:
     r = None
 print(json.dumps({"step": sys.argv[2], "status": sys.argv[3], "wall_s": int(sys.argv[4]) / 1000,
     "gpu_peak_mib": None if sys.argv[5] == "null" else float(sys.argv[5]),
-    "meta": json.loads(sys.argv[6]), "result": r}))' "$result" "$name" "$status" "$wall_ms" "$mem" "$meta" >> "$results"
+    "meta": json.loads(sys.argv[6]), "result": r}))' "$(tail -n 1 "$work/stdout")" "$name" "$status" "$wall_ms" "$mem" "$meta" >> "$results"
 }
 
-# lsr's flag for a precision other than its default f32.
-precision_flag() { [[ $1 == f32 ]] || echo "--precision $1"; }
-lsr_train() { # binary label precision shape-name shape...
-    local bin=$1 label=$2 precision=$3 shape=$4; shift 4
-    # shellcheck disable=SC2046
-    step "lsr-$label-train-$shape-$precision" 150 \
-        "{\"tool\":\"lsr\",\"binary\":\"$label\",\"device\":\"$gpu\",\"precision\":\"$precision\",\"shape\":\"$shape\",\"kind\":\"train\"}" \
-        "$bin" bench train-step --device "$gpu" $(precision_flag "$precision") "$@" --warmup "$warmup" --iterations "$iterations" --json
+meta() { # key=value...: a JSON object of strings
+    $python -c 'import json, sys; print(json.dumps(dict(a.split("=", 1) for a in sys.argv[1:])))' "$@"
 }
-lsr_encode() { # binary label precision
-    # shellcheck disable=SC2046
-    step "lsr-$2-encode-$3" 120 \
-        "{\"tool\":\"lsr\",\"binary\":\"$2\",\"device\":\"$gpu\",\"precision\":\"$3\",\"shape\":\"encode\",\"kind\":\"encode\"}" \
-        "$1" bench encode --device "$gpu" $(precision_flag "$3") "${encode_shape[@]}" --warmup "$warmup" --iterations "$iterations" --json
+
+lsr_train() { # device precision shape-name shape...
+    local device=$1 precision=$2 shape=$3; shift 3
+    step "lsr-$device-train-$shape-$precision" 150 "$(meta tool=lsr device="$device" precision="$precision" shape="$shape" kind=train)" \
+        "$lsr" bench train-step --device "$device" --precision "$precision" "$@" --warmup "$warmup" --iterations "$iterations" --json
+}
+lsr_encode() { # device precision
+    step "lsr-$1-encode-$2" 120 "$(meta tool=lsr device="$1" precision="$2" shape=encode kind=encode)" \
+        "$lsr" bench encode --device "$1" --precision "$2" "${encode_shape[@]}" --warmup "$warmup" --iterations "$iterations" --json
+}
+lsr_matmul() { # shape-name precision shape...
+    local shape=$1 precision=$2; shift 2
+    step "lsr-matmul-$shape-$precision" 60 "$(meta tool=lsr device="$gpu" precision="$precision" shape="$shape" kind=matmul)" \
+        "$lsr" bench matmul --device "$gpu" --precision "$precision" --transposed-rhs "$@" --json
 }
 torch_train() { # precision tf32 shape-name shape...
     local precision=$1 tf32=$2 shape=$3; shift 3
-    step "torch-train-$shape-$precision-tf32$tf32" 90 \
-        "{\"tool\":\"torch\",\"device\":\"$torch_device\",\"precision\":\"$precision\",\"tf32\":\"$tf32\",\"shape\":\"$shape\",\"kind\":\"train\"}" \
+    step "torch-train-$shape-$precision-tf32$tf32" 90 "$(meta tool=torch device="$torch_device" precision="$precision" tf32="$tf32" shape="$shape" kind=train)" \
         $python scripts/bench/train_step.py --device "$torch_device" --precision "$precision" --tf32 "$tf32" "$@" --warmup "$warmup" --iterations "$iterations"
 }
 torch_encode() { # precision tf32
-    step "torch-encode-$1-tf32$2" 90 \
-        "{\"tool\":\"torch\",\"device\":\"$torch_device\",\"precision\":\"$1\",\"tf32\":\"$2\",\"shape\":\"encode\",\"kind\":\"encode\"}" \
+    step "torch-encode-$1-tf32$2" 90 "$(meta tool=torch device="$torch_device" precision="$1" tf32="$2" shape=encode kind=encode)" \
         $python scripts/bench/encode.py --device "$torch_device" --precision "$1" --tf32 "$2" "${encode_shape[@]}" --warmup "$warmup" --iterations "$iterations"
+}
+torch_matmul() { # shape-name precision tf32 shape...
+    local shape=$1 precision=$2 tf32=$3; shift 3
+    step "torch-matmul-$shape-$precision-tf32$tf32" 60 "$(meta tool=torch device="$torch_device" precision="$precision" tf32="$tf32" shape="$shape" kind=matmul)" \
+        $python scripts/bench/matmul.py --device "$torch_device" --precision "$precision" --tf32 "$tf32" --transposed-rhs "$@"
+}
+# profile NAME BENCH-ARGS...: an lsr benchmark with cubecl's per-kernel profiling on, once with
+# one timed iteration and once with three: their difference is two steady-state iterations.
+profile() {
+    local name=$1; shift
+    local dir=$work/profile-$name
+    mkdir -p "$dir/one" "$dir/three"
+    for run in one three; do
+        printf '[profiling.logger]\nlevel = "basic"\nfile = "%s"\nappend = false\n' "$dir/$run/kernels.log" > "$dir/$run/cubecl.toml"
+    done
+    step "lsr-profile-$name" 150 "$(meta tool=lsr device="$gpu" kind=profile name="$name")" \
+        bash -c 'set -e; lsr=$1 dir=$2; shift 2
+            (cd "$dir/one" && "$lsr" bench "$@" --warmup 1 --iterations 1 > bench.json)
+            (cd "$dir/three" && "$lsr" bench "$@" --warmup 1 --iterations 3 > bench.json)
+            python3 "'"$repo"'/scripts/gpu/kernel_profile.py" "$dir/three/kernels.log" --minus "$dir/one/kernels.log" --per 2 --bench "$dir/three/bench.json"' \
+        _ "$lsr" "$dir" "$@" --device "$gpu" --json
 }
 
 # 1. Correctness first: nothing below means anything if the parity fails.
-label=${binaries[0]%%=*}
 for precision in $precisions; do
-    # shellcheck disable=SC2046
-    step "lsr-$label-parity-$precision" 150 \
-        "{\"tool\":\"lsr\",\"binary\":\"$label\",\"device\":\"$gpu\",\"precision\":\"$precision\",\"kind\":\"parity\"}" \
-        "$first_binary" check --device "$gpu" $(precision_flag "$precision") --json
+    step "lsr-$gpu-parity-$precision" 120 "$(meta tool=lsr device="$gpu" precision="$precision" kind=parity)" \
+        "$lsr" check --device "$gpu" --precision "$precision" --json
 done
+step "torch-parity" 60 "$(meta tool=torch device="$torch_device" kind=parity)" \
+    $python scripts/gpu/torch_parity.py --device "$torch_device"
 
-# 2. Speed at the recipe's shape, lsr then PyTorch, then corpus encoding.
+# 2. The matrix product alone, at the head's and the FFN's shapes, lsr then PyTorch.
 for precision in $precisions; do
-    lsr_train "$first_binary" "$label" "$precision" recipe "${recipe[@]}"
+    lsr_matmul head "$precision" "${head[@]}"
+    lsr_matmul ffn "$precision" "${ffn[@]}"
 done
-torch_train f32 off recipe "${recipe[@]}"
+torch_matmul head f32 on "${head[@]}"
+torch_matmul head bf16 off "${head[@]}"
+torch_matmul ffn f32 on "${ffn[@]}"
+torch_matmul ffn bf16 off "${ffn[@]}"
+
+# 3. The train step at the recipe's shape, lsr then PyTorch (lsr's f32 runs in TF32 where
+# cubecl picks tensor cores, so PyTorch's f32 is measured with TF32 on).
+for precision in $precisions; do
+    lsr_train "$gpu" "$precision" recipe "${recipe[@]}"
+done
 torch_train f32 on recipe "${recipe[@]}"
 torch_train bf16 off recipe "${recipe[@]}"
+
+# 4. Where lsr's device time goes.
 for precision in $precisions; do
-    lsr_encode "$first_binary" "$label" "$precision"
+    profile "train-$precision" train-step --precision "$precision" "${recipe[@]}"
 done
-torch_encode f32 off
+profile encode-f32 encode --precision f32 "${encode_shape[@]}"
+
+# 5. Corpus encoding.
+for precision in $precisions; do
+    lsr_encode "$gpu" "$precision"
+done
 torch_encode f32 on
 torch_encode bf16 off
 
-# 3. The other compiler path, then WGPU on the same GPU.
-for b in "${binaries[@]:1}"; do
-    other=${b%%=*} bin=${b#*=}
-    step "lsr-$other-parity" 120 "{\"tool\":\"lsr\",\"binary\":\"$other\",\"device\":\"$gpu\",\"kind\":\"parity\"}" "$bin" check --device "$gpu" --json
-    lsr_train "$bin" "$other" f32 recipe "${recipe[@]}"
-    lsr_encode "$bin" "$other" f32
-done
+# 6. WGPU on the same GPU.
 if (( ! dry )); then
-    gpu=wgpu
-    step "lsr-wgpu-parity" 90 "{\"tool\":\"lsr\",\"binary\":\"$label\",\"device\":\"wgpu\",\"kind\":\"parity\"}" "$first_binary" check --device wgpu --json
-    lsr_train "$first_binary" "$label" f32 recipe "${recipe[@]}"
-    lsr_encode "$first_binary" "$label" f32
-    gpu=cuda
+    step "lsr-wgpu-parity-f32" 90 "$(meta tool=lsr device=wgpu precision=f32 kind=parity)" "$lsr" check --device wgpu --json
+    lsr_encode wgpu f32
 fi
 
-# 4. A few cells of the miniature matrix, end to end on the device.
-mini=$work/mini
-sed -e "s|^device = .*|device = \"$gpu\"|" -e "s|results/mini|$mini|g" experiments/mini.toml > "$work/mini.toml"
-step "mini-data" 120 '{"kind":"setup"}' bash -c "'$first_binary' data synth --out data/synth >/dev/null && \
-    '$first_binary' data miniatures --spec experiments/mini-models.toml --vocab data/synth/vocab.txt --out data/synth/models >/dev/null && echo '{}'"
-for cell in modernbert-k1 modernbert-k16 bert-k1; do
-    step "mini-$cell" 150 "{\"tool\":\"lsr\",\"device\":\"$gpu\",\"kind\":\"mini\",\"cell\":\"$cell\"}" \
-        bash -c "'$first_binary' matrix run '$work/mini.toml' --cell $cell >&2; s=\$?; tr -d '\n' < '$mini/$cell/metrics.json' 2>/dev/null; echo; exit \$s"
+# 7. A cell of the miniature matrix end to end (train, evaluate) in each precision.
+step "mini-data" 60 '{"kind":"setup"}' bash -c "'$lsr' data synth --out data/synth >/dev/null && \
+    '$lsr' data miniatures --spec experiments/mini-models.toml --vocab data/synth/vocab.txt --out data/synth/models >/dev/null && echo '{}'"
+for precision in $precisions; do
+    mini=$work/mini-$precision
+    sed -e "s|^device = .*|device = \"$gpu\"|" -e "s|results/mini|$mini|g" \
+        -e "/^\[recipe\]/a precision = \"$precision\"" -e "/^\[eval\]/a precision = \"$precision\"" \
+        experiments/mini.toml > "$work/mini-$precision.toml"
+    step "mini-modernbert-k16-$precision" 90 "$(meta tool=lsr device="$gpu" precision="$precision" kind=mini cell=modernbert-k16)" \
+        bash -c "'$lsr' matrix run '$work/mini-$precision.toml' --cell modernbert-k16 >&2; s=\$?; tr -d '\n' < '$mini/modernbert-k16/metrics.json' 2>/dev/null; echo; exit \$s"
 done
-step "mini-report" 60 '{"kind":"mini-report"}' bash -c "'$first_binary' report '$mini' >&2 && echo '{}'"
-[[ -f $mini/report/table1.md ]] && cp "$mini/report/table1.md" "$out/mini-table.md"
 
-# 5. PyTorch's own TF32 deviation on the fixtures, and the small training shape.
-step "torch-parity" 60 "{\"tool\":\"torch\",\"device\":\"$torch_device\",\"kind\":\"parity\"}" \
-    $python scripts/gpu/torch_parity.py --device "$torch_device"
-lsr_train "$first_binary" "$label" f32 small "${small[@]}"
-torch_train f32 off small "${small[@]}"
+# 8. PyTorch without TF32, and the small training shape, if time is left.
+torch_train f32 off recipe "${recipe[@]}"
+torch_encode f32 off
+lsr_train "$gpu" f32 small "${small[@]}"
 torch_train f32 on small "${small[@]}"
-torch_train bf16 off small "${small[@]}"
 
 echo "== summary"
 $python scripts/gpu/summarize.py "$results" --out "$out" --elapsed "$(( $(date +%s) - started ))"

@@ -1,7 +1,7 @@
-"""Turns the GPU check's results.jsonl into summary.json and summary.md: parity verdicts,
-lsr against PyTorch on the same device (steps/s and sequences/s ratios against the targets of
-the README's performance section, peak device memory), the miniature cells, and every step
-that failed, timed out or was skipped.
+"""Turns the GPU check's results.jsonl into summary.json and summary.md: parity verdicts beside
+PyTorch's own deviations, the matmul kernel alone, lsr against PyTorch on the same device (speed
+ratios against the targets of issue 9, peak memory two ways), where lsr's device time goes,
+the miniature cells, and every step that failed, timed out or was skipped.
 
     python scripts/gpu/summarize.py results.jsonl --out DIR [--elapsed SECONDS]
 """
@@ -11,27 +11,33 @@ import os
 
 # lsr's f32 matmuls run in TF32 on tensor cores (cubecl offers no switch), so its f32 is
 # compared with PyTorch's f32 with TF32 on; bf16-mixed with PyTorch's bf16 autocast.
-TARGETS = {("train", "f32"): ("f32", "on", 1.0), ("train", "bf16-mixed"): ("bf16", "off", 0.8),
-           ("encode", "f32"): ("f32", "on", 1.0), ("encode", "bf16-mixed"): ("bf16", "off", 1.0)}
+SAME = {"f32": ("f32", "on"), "bf16-mixed": ("bf16", "off")}
+TARGET = {("train", "f32"): 1.0, ("train", "bf16-mixed"): 0.8, ("encode", "f32"): 1.0,
+          ("encode", "bf16-mixed"): 1.0, ("matmul", "f32"): None, ("matmul", "bf16-mixed"): None}
 
 
 def speed(record):
     r = record.get("result") or {}
-    if record["meta"]["kind"] == "train" and "seconds_per_step" in r:
+    kind = record["meta"]["kind"]
+    if kind == "train" and "seconds_per_step" in r:
         return 1.0 / r["seconds_per_step"]
+    if kind == "matmul":
+        return r.get("tflops")
     return r.get("sequences_per_second")
 
 
-def memory(record):
-    """Peak device memory: sampled from the driver (whole process), else the framework's."""
-    if record.get("gpu_peak_mib") is not None:
-        return record["gpu_peak_mib"]
+def held(record):
+    """What the framework's allocator held: lsr's pool after the timed steps, PyTorch's peak."""
     r = record.get("result") or {}
-    return r.get("peak_reserved_mib", r.get("peak_rss_mib"))
+    return r.get("device_reserved_mib", r.get("peak_reserved_mib"))
 
 
 def fmt(x, digits=3):
     return "–" if x is None else f"{x:.{digits}g}"
+
+
+def ratio(a, b):
+    return a / b if a and b else None
 
 
 def main():
@@ -41,28 +47,27 @@ def main():
     p.add_argument("--elapsed", type=float)
     args = p.parse_args()
     records = [json.loads(line) for line in open(args.results) if line.strip()]
-    machine = open(os.path.join(args.out, "machine.txt")).read() if os.path.exists(os.path.join(args.out, "machine.txt")) else ""
+    machine_path = os.path.join(args.out, "machine.txt")
+    machine = open(machine_path).read() if os.path.exists(machine_path) else ""
 
-    def find(**meta):
-        return [r for r in records if all(r["meta"].get(k) == v for k, v in meta.items()) and r["status"] == "ok"]
+    def ok(**meta):
+        return [r for r in records if r["status"] == "ok" and all(r["meta"].get(k) == v for k, v in meta.items())]
 
     comparisons = []
-    for r in records:
+    for r in ok(tool="lsr"):
         m = r["meta"]
-        if m.get("tool") != "lsr" or m.get("kind") not in ("train", "encode") or r["status"] != "ok":
+        if m["kind"] not in ("train", "encode", "matmul") or m.get("precision") not in SAME:
             continue
-        target = TARGETS.get((m["kind"], m["precision"]))
-        if not target:
-            continue
-        torch_precision, tf32, goal = target
-        for t in find(tool="torch", kind=m["kind"], shape=m["shape"], precision=torch_precision):
-            ratio = speed(r) / speed(t) if speed(r) and speed(t) else None
-            mem_ratio = memory(r) / memory(t) if memory(r) and memory(t) else None
+        torch_precision, tf32 = SAME[m["precision"]]
+        for t in ok(tool="torch", kind=m["kind"], shape=m["shape"], precision=torch_precision, tf32=tf32):
+            goal = TARGET.get((m["kind"], m["precision"]))
+            speed_ratio = ratio(speed(r), speed(t))
             comparisons.append({
-                "kind": m["kind"], "shape": m["shape"], "lsr": f'{m.get("binary")}/{m["device"]}/{m["precision"]}',
-                "torch": f'{torch_precision}, TF32 {t["meta"]["tf32"]}', "speed_ratio": ratio,
-                "memory_ratio": mem_ratio, "target": goal if t["meta"]["tf32"] == tf32 else None,
-                "meets_target": None if t["meta"]["tf32"] != tf32 or ratio is None else ratio >= goal,
+                "kind": m["kind"], "shape": m["shape"], "lsr": f'{m["device"]} {m["precision"]}',
+                "torch": f'{torch_precision}, TF32 {tf32}', "speed_ratio": speed_ratio,
+                "held_memory_ratio": ratio(held(r), held(t)),
+                "process_peak_ratio": ratio(r.get("gpu_peak_mib"), t.get("gpu_peak_mib")),
+                "target": goal, "meets_target": None if goal is None or speed_ratio is None else speed_ratio >= goal,
             })
 
     summary = {"elapsed_s": args.elapsed, "machine": machine, "records": records, "comparisons": comparisons}
@@ -72,36 +77,59 @@ def main():
     md = ["# GPU check", "", "```", machine.strip(), "```", ""]
     if args.elapsed:
         md += [f"Wall time of the check: {args.elapsed:.0f} s.", ""]
-    md += ["## Parity", "", "| run | device | precision | verdict | worst comparison |", "|---|---|---|---|---|"]
+
+    md += ["## Parity", "", "| device | precision | verdict | closest to its bound |", "|---|---|---|---|"]
     for r in records:
         if r["meta"].get("kind") != "parity" or r["meta"].get("tool") != "lsr":
             continue
         res = r.get("result") or {}
         items = res.get("items", [])
-        worst = max(items, key=lambda i: (i["max_abs"] or 0) / i["bound"], default=None)
+        worst = max(items, key=lambda i: (i["max_abs"] if i["max_abs"] is not None else float("inf")) / i["bound"], default=None)
         verdict = r["status"] if not res else ("pass" if res.get("pass") else "FAIL") + f' ({res.get("tolerance")})'
-        detail = f'{worst["name"]} {worst["what"]}: {worst["max_abs"]:.2e} ≤ {worst["bound"]:.0e}' if worst else ""
-        md.append(f'| {r["meta"].get("binary")} | {r["meta"]["device"]} | {r["meta"].get("precision", "f32")} | {verdict} | {detail} |')
-    for r in find(tool="torch", kind="parity"):
+        detail = f'{worst["name"]} {worst["what"]}: {worst["max_abs"]:.2e} ≤ {worst["bound"]:.1e}' if worst else ""
+        md.append(f'| {r["meta"]["device"]} | {r["meta"].get("precision", "f32")} | {verdict} | {detail} |')
+    for r in ok(tool="torch", kind="parity"):
         rows = (r.get("result") or {}).get("fixtures", {})
         if rows:
-            md += ["", "PyTorch on the same device, max |Δ logits| against the fixtures (TF32 off / on): " +
-                   ", ".join(f"{n} {v['f32']:.1e} / {v['tf32']:.1e}" for n, v in rows.items())]
-    md += ["", "## Speed and memory", "", "| step | status | per second | peak device MiB | wall s |", "|---|---|---|---|---|"]
+            md += ["", "PyTorch on the same device, max |Δ logits| against the fixtures (f32 / TF32 / bf16 autocast):", ""]
+            md += [f"- {n}: {v['f32']:.1e} / {v['tf32']:.1e} / {v['bf16']:.1e}" for n, v in rows.items()]
+
+    md += ["", "## Speed and memory", "",
+           "| step | status | per second | process peak MiB | allocator MiB | wall s |", "|---|---|---|---|---|---|"]
+    unit = {"train": "steps", "encode": "sequences", "matmul": "TFLOP"}
     for r in records:
-        if r["meta"].get("kind") in ("train", "encode"):
-            unit = "steps" if r["meta"]["kind"] == "train" else "sequences"
-            md.append(f'| {r["step"]} | {r["status"]} | {fmt(speed(r))} {unit} | {fmt(memory(r), 5)} | {fmt(r.get("wall_s"))} |')
-    md += ["", "| lsr | PyTorch | shape | lsr/PyTorch speed | target | memory ratio |", "|---|---|---|---|---|---|"]
+        kind = r["meta"].get("kind")
+        if kind in unit:
+            md.append(f'| {r["step"]} | {r["status"]} | {fmt(speed(r))} {unit[kind]} | {fmt(r.get("gpu_peak_mib"), 5)} | '
+                      f'{fmt(held(r), 5)} | {fmt(r.get("wall_s"))} |')
+    md += ["", "Process peak: device memory in use while the process ran, sampled from the driver every 50 ms "
+               "(lsr's includes autotuning's trial buffers); allocator: what lsr's memory pool holds after the "
+               "timed steps, PyTorch's `max_memory_reserved`.", "",
+           "| lsr | PyTorch | what | lsr/PyTorch speed | target | allocator ratio | process peak ratio |",
+           "|---|---|---|---|---|---|---|"]
     for c in comparisons:
         target = "" if c["target"] is None else f'≥ {c["target"]}: {"met" if c["meets_target"] else "MISSED"}'
-        md.append(f'| {c["lsr"]} | {c["torch"]} | {c["kind"]} {c["shape"]} | {fmt(c["speed_ratio"])} | {target} | {fmt(c["memory_ratio"])} |')
-    md += ["", "## Miniature cells (train, evaluate)", "", "| cell | status | wall s | nDCG@10 |", "|---|---|---|---|"]
+        md.append(f'| {c["lsr"]} | {c["torch"]} | {c["kind"]} {c["shape"]} | {fmt(c["speed_ratio"])} | {target} | '
+                  f'{fmt(c["held_memory_ratio"])} | {fmt(c["process_peak_ratio"])} |')
+
+    for r in ok(kind="profile"):
+        res = r.get("result") or {}
+        bench = res.get("bench") or {}
+        per = bench.get("seconds_per_step", bench.get("seconds_per_batch"))
+        md += ["", f'## Device time: {r["meta"]["name"]}', "",
+               f'Per steady-state iteration: {fmt(res.get("kernel_seconds"))} s in {fmt(res.get("launches"))} kernel launches '
+               f'({res.get("distinct_kernels")} distinct), against {fmt(per)} s per iteration measured under profiling.', "",
+               "| kernel | s per iteration | launches | share |", "|---|---|---|---|"]
+        for k in res.get("top", [])[:15]:
+            name = k["kernel"].replace("|", "/")[:100]
+            md.append(f'| `{name}` | {fmt(k["seconds"])} | {fmt(k["launches"])} | {fmt(k["share"], 2)} |')
+
+    md += ["", "## Miniature cells (train, evaluate)", "", "| cell | precision | status | wall s | nDCG@10 |", "|---|---|---|---|---|"]
     for r in records:
         if r["meta"].get("kind") == "mini":
             datasets = ((r.get("result") or {}).get("datasets") or {}).items()
             ndcg = ", ".join(f'{name} {d["metrics"].get("ndcg@10", float("nan")):.3f}' for name, d in datasets)
-            md.append(f'| {r["meta"]["cell"]} | {r["status"]} | {fmt(r.get("wall_s"))} | {ndcg} |')
+            md.append(f'| {r["meta"]["cell"]} | {r["meta"].get("precision")} | {r["status"]} | {fmt(r.get("wall_s"))} | {ndcg} |')
     problems = [r for r in records if r["status"] != "ok"]
     if problems:
         md += ["", "## Not ok", ""] + [f'- {r["step"]}: {r["status"]}' for r in problems]

@@ -9,7 +9,7 @@ use burn::tensor::DType;
 
 use crate::error::{BackboneError, Result};
 use crate::layers::Activation;
-use crate::precision::{linear, matmul_transposed};
+use crate::precision::{layer_norm, linear, matmul_transposed};
 use crate::weights::{Init, Weights};
 
 /// The HF names of one family's head tensors, from the checkpoint root.
@@ -121,11 +121,13 @@ impl MlmHead {
         })
     }
 
-    /// The transform alone: `norm(act(dense(h)))`, `[B, L, dim]`, in `dtype` (the norm's
-    /// statistics in f32 whatever `dtype` is).
+    /// The transform alone: `norm(act(dense(h)))`, `[B, L, dim]`, the dense layer and the
+    /// activation in `dtype`, the norm in f32.
     pub fn transform(&self, hidden: Tensor<3>, dtype: DType) -> Tensor<3> {
-        self.norm
-            .forward(self.activation.forward(linear(&self.dense, hidden, dtype)))
+        layer_norm(
+            &self.norm,
+            self.activation.forward(linear(&self.dense, hidden, dtype)),
+        )
     }
 
     /// Logits `[B, L, vocab]` in `dtype`; `tied_embeddings` is the encoder's word-embedding
@@ -137,13 +139,56 @@ impl MlmHead {
         dtype: DType,
     ) -> Tensor<3> {
         let decoder = self.decoder_or(tied_embeddings);
+        let vocab = decoder.dims()[0];
+        let [batch, len, _] = hidden.dims();
+        let flat = self.flat_transform(hidden, dtype);
+        self.logits(flat, decoder, 0..vocab, dtype)
+            .reshape([batch, len, vocab])
+    }
+
+    /// `reduce` of the logits, `[B, L, tile]` → `[B, tile]`, computed over vocabulary tiles of at
+    /// most `tile` terms and concatenated to `[B, vocab]`: the `[B, L, vocab]` logits never
+    /// exist at once (at 128 × 256 tokens they are 4 GB in f32, more than a WGPU buffer holds).
+    pub fn forward_reduced(
+        &self,
+        hidden: Tensor<3>,
+        tied_embeddings: Tensor<2>,
+        dtype: DType,
+        tile: usize,
+        reduce: impl Fn(Tensor<3>) -> Tensor<2>,
+    ) -> Tensor<2> {
+        let decoder = self.decoder_or(tied_embeddings);
+        let vocab = decoder.dims()[0];
+        let [batch, len, _] = hidden.dims();
+        let flat = self.flat_transform(hidden, dtype);
+        let tiles = (0..vocab).step_by(tile.max(1)).map(|start| {
+            let terms = start..(start + tile).min(vocab);
+            let width = terms.len();
+            let logits = self.logits(flat.clone(), decoder.clone(), terms, dtype);
+            reduce(logits.reshape([batch, len, width]))
+        });
+        Tensor::cat(tiles.collect(), 1)
+    }
+
+    /// The transform of `[B, L, H]` hidden states as `[B·L, dim]` rows in `dtype`.
+    fn flat_transform(&self, hidden: Tensor<3>, dtype: DType) -> Tensor<2> {
         let [batch, len, _] = hidden.dims();
         let transformed = self.transform(hidden, dtype);
         let dim = transformed.dims()[2];
-        let logits = matmul_transposed(transformed.reshape([batch * len, dim]), decoder, dtype);
-        let vocab = logits.dims()[1];
-        let bias = self.bias.val().cast(dtype).unsqueeze::<2>();
-        (logits + bias).reshape([batch, len, vocab])
+        transformed.reshape([batch * len, dim]).cast(dtype)
+    }
+
+    /// `[B·L, |terms|]` logits of the vocabulary terms `terms`.
+    fn logits(
+        &self,
+        flat: Tensor<2>,
+        decoder: Tensor<2>,
+        terms: std::ops::Range<usize>,
+        dtype: DType,
+    ) -> Tensor<2> {
+        let rows = decoder.slice_dim(0, terms.clone());
+        let bias = self.bias.val().slice_dim(0, terms).cast(dtype);
+        matmul_transposed(flat, rows, dtype) + bias.unsqueeze::<2>()
     }
 
     pub fn decoder_or(&self, tied_embeddings: Tensor<2>) -> Tensor<2> {

@@ -129,6 +129,21 @@ impl MaskedLm {
         self.head.forward(hidden, self.tied_embeddings(), dtype)
     }
 
+    /// `reduce` of the MLM logits per vocabulary tile (`MlmHead::forward_reduced`): `[B, vocab]`
+    /// without the `[B, L, vocab]` logits ever held at once. For inference.
+    pub fn forward_reduced(
+        &self,
+        ids: Tensor<2, Int>,
+        mask: Tensor<2, Int>,
+        tile: usize,
+        reduce: impl Fn(Tensor<3>) -> Tensor<2>,
+    ) -> Tensor<2> {
+        let dtype = self.precision.compute();
+        let hidden = self.encoder.forward(ids, mask, dtype);
+        self.head
+            .forward_reduced(hidden, self.tied_embeddings(), dtype, tile, reduce)
+    }
+
     fn tied_embeddings(&self) -> Tensor<2> {
         self.encoder.word_embeddings().weight.val()
     }

@@ -5,7 +5,7 @@
 //! here (attention widens its own scores: `layers::attend`), which cast operands to the compute
 //! dtype; in f32 each cast is a no-op and the f32 path is the one the parity tests check.
 
-use burn::nn::Linear;
+use burn::nn::{LayerNorm, Linear};
 use burn::prelude::*;
 use burn::tensor::DType;
 
@@ -71,6 +71,12 @@ pub fn linear<const D: usize>(layer: &Linear, x: Tensor<D>, dtype: DType) -> Ten
 /// `x · Wᵀ` for a `[rows, dim]` matrix `w` held in PyTorch's layout, in `dtype`.
 pub fn matmul_transposed(x: Tensor<2>, w: Tensor<2>, dtype: DType) -> Tensor<2> {
     x.cast(dtype).matmul(w.cast(dtype).transpose())
+}
+
+/// LayerNorm of `x` in f32 whatever `x`'s dtype (burn's own widens only some dtypes, and its
+/// parameters must match the input's).
+pub fn layer_norm<const D: usize>(norm: &LayerNorm, x: Tensor<D>) -> Tensor<D> {
+    norm.forward(x.cast(DType::F32))
 }
 
 /// `residual + update` in f32: the residual stream keeps full precision between layers.

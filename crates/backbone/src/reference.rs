@@ -91,6 +91,24 @@ impl ReferenceOutputs {
     }
 }
 
+/// The bound on |Δ logit| for a model computing in bf16-mixed on fixture `name`: twice what
+/// PyTorch's own bf16 autocast deviates there (`bf16-autocast.json`, written by
+/// `scripts/gpu/torch_parity.py`), or 6% of the largest reference logit for a fixture PyTorch
+/// cannot run by itself (GTE). lsr's bf16-mixed is meant to be PyTorch's AMP, not better.
+pub fn bf16_logit_bound(root: &Path, name: &str, largest_logit: f32) -> Result<f32> {
+    #[derive(serde::Deserialize)]
+    struct Autocast {
+        max_abs_deviation: std::collections::HashMap<String, f32>,
+    }
+    let path = root.join("bf16-autocast.json");
+    let text = std::fs::read_to_string(&path).map_err(|e| BackboneError::io(&path, e))?;
+    let autocast: Autocast = crate::config::parse_json(&path, &text)?;
+    Ok(match autocast.max_abs_deviation.get(name) {
+        Some(deviation) => 2.0 * deviation,
+        None => 6e-2 * largest_logit.max(1.0),
+    })
+}
+
 /// How far a model's logits on the fixture texts are from transformers'.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct LogitsDeviation {

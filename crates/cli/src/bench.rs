@@ -8,7 +8,7 @@ use anyhow::Result;
 use burn::prelude::*;
 use clap::{Args, Subcommand};
 use lsr_backbone::{MaskedLm, ModelConfig, Precision, TokenBatch, Weights, parse_device};
-use lsr_splade::splade_pool;
+use lsr_splade::encode_pooled;
 use lsr_train::data::TrainBatch;
 use lsr_train::{Recipe, Trainer};
 use serde::Serialize;
@@ -31,6 +31,49 @@ pub enum BenchCommand {
     /// Exact top-k retrieval over a synthetic SPLADE-like index (the same collection
     /// `scripts/bench/retrieve.py` generates for scipy.sparse).
     Retrieve(RetrieveBench),
+    /// One matrix product `[m, k] · [k, n]` on the device, in TFLOP/s: the kernel alone, to
+    /// split a model's time into "matmul" and "everything else" (`scripts/bench/matmul.py` is
+    /// PyTorch's).
+    Matmul(MatmulBench),
+}
+
+#[derive(Args)]
+pub struct MatmulBench {
+    /// Rows of the left operand (tokens).
+    #[arg(long, default_value_t = 32768)]
+    m: usize,
+    #[arg(long, default_value_t = 768)]
+    k: usize,
+    /// Columns of the result (the MLM head's vocabulary by default).
+    #[arg(long, default_value_t = 30522)]
+    n: usize,
+    /// The right operand is the transpose of a `[n, k]` matrix, as lsr's linear and decoder
+    /// weights are (PyTorch's layout).
+    #[arg(long)]
+    transposed_rhs: bool,
+    /// f32 (cubecl may use TF32 tensor cores) or bf16-mixed (bf16 operands and result).
+    #[arg(long, default_value = "f32")]
+    precision: Precision,
+    #[arg(long, default_value_t = 2)]
+    warmup: usize,
+    #[arg(long, default_value_t = 10)]
+    iterations: usize,
+    #[arg(long)]
+    device: Option<String>,
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Serialize)]
+struct MatmulReport {
+    device: String,
+    precision: Precision,
+    m: usize,
+    k: usize,
+    n: usize,
+    transposed_rhs: bool,
+    seconds: f64,
+    tflops: f64,
 }
 
 #[derive(Args)]
@@ -149,6 +192,7 @@ pub fn run(command: BenchCommand) -> Result<()> {
     match command {
         BenchCommand::Encode(args) => encode(args),
         BenchCommand::Retrieve(args) => retrieve(args),
+        BenchCommand::Matmul(args) => matmul(args),
         BenchCommand::TrainStep(args) => train_step(args),
     }
 }
@@ -295,7 +339,7 @@ fn encode(args: EncodeBench) -> Result<()> {
     let model = bert_base(&device)?.with_precision(args.precision);
     let (ids, mask) = synthetic_tokens(args.batch, args.seq_len).to_tensors(&device);
     let step = || {
-        let vectors = splade_pool(model.forward(ids.clone(), mask.clone()), mask.clone());
+        let vectors = encode_pooled(&model, ids.clone(), mask.clone());
         // Reading the result back waits for the device to finish.
         vectors.into_data();
     };
@@ -329,6 +373,62 @@ fn encode(args: EncodeBench) -> Result<()> {
             report.seconds_per_batch,
             report.sequences_per_second,
             describe_rss(report.peak_rss_mib)
+        );
+    }
+    Ok(())
+}
+
+fn matmul(args: MatmulBench) -> Result<()> {
+    use burn::tensor::Distribution;
+    let device = parse_device(args.device.as_deref())?;
+    let dtype = args.precision.compute();
+    let random = |shape: [usize; 2]| {
+        Tensor::<2>::random(shape, Distribution::Normal(0.0, 1.0), &device).cast(dtype)
+    };
+    let lhs = random([args.m, args.k]);
+    let rhs = if args.transposed_rhs {
+        random([args.n, args.k]).transpose()
+    } else {
+        random([args.k, args.n])
+    };
+    let run = |times: usize| -> Result<f64> {
+        let start = Instant::now();
+        for _ in 0..times {
+            drop(lhs.clone().matmul(rhs.clone()));
+        }
+        device.sync()?;
+        Ok(start.elapsed().as_secs_f64() / times.max(1) as f64)
+    };
+    run(args.warmup)?;
+    let seconds = run(args.iterations)?;
+    let report = MatmulReport {
+        device: format!("{device:?}"),
+        precision: args.precision,
+        m: args.m,
+        k: args.k,
+        n: args.n,
+        transposed_rhs: args.transposed_rhs,
+        seconds,
+        tflops: 2.0 * (args.m * args.k * args.n) as f64 / seconds / 1e12,
+    };
+    if args.json {
+        println!("{}", serde_json::to_string(&report)?);
+    } else {
+        println!(
+            "matmul [{}, {}]·[{}, {}]{} in {} on {}: {:.3} ms, {:.1} TFLOP/s",
+            report.m,
+            report.k,
+            report.k,
+            report.n,
+            if report.transposed_rhs {
+                " (rhs transposed)"
+            } else {
+                ""
+            },
+            report.precision,
+            report.device,
+            report.seconds * 1e3,
+            report.tflops
         );
     }
     Ok(())

@@ -1,6 +1,6 @@
 use burn::prelude::*;
 use burn::tensor::DType;
-use lsr_backbone::{Backbone, RescaleMode, Result, TextTokenizer};
+use lsr_backbone::{Backbone, MaskedLm, RescaleMode, Result, TextTokenizer};
 
 /// The non-zero terms of one text, sorted by weight descending (ties by term id).
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -37,16 +37,44 @@ impl SparseVector {
 /// the model, forward and backward. Logits in bf16 stay bf16 through the max (which is exact)
 /// and are widened only at `[B, V]`.
 pub fn splade_pool(logits: Tensor<3>, mask: Tensor<2, Int>) -> Tensor<2> {
+    activate(masked_max(logits, mask))
+}
+
+/// Vocabulary terms per tile when encoding: `[B·L, 8192]` f32 logits are 1 GB at 128 × 256
+/// tokens, against 4 GB for the whole vocabulary of BERT.
+pub const HEAD_TILE: usize = 8192;
+
+/// SPLADE weights `[B, V]` of a batch for inference: [`splade_pool`] of the model's logits,
+/// computed over vocabulary tiles so that the `[B, L, V]` logits never exist at once.
+pub fn encode_pooled(model: &MaskedLm, ids: Tensor<2, Int>, mask: Tensor<2, Int>) -> Tensor<2> {
+    encode_pooled_tiles(model, ids, mask, HEAD_TILE)
+}
+
+/// [`encode_pooled`] with tiles of `tile` terms.
+pub fn encode_pooled_tiles(
+    model: &MaskedLm,
+    ids: Tensor<2, Int>,
+    mask: Tensor<2, Int>,
+    tile: usize,
+) -> Tensor<2> {
+    let pooled = model.forward_reduced(ids, mask.clone(), tile, |logits| {
+        masked_max(logits, mask.clone())
+    });
+    activate(pooled)
+}
+
+/// `max_t` of the logits of the text's tokens (pads pushed to −1e30), in the logits' dtype.
+fn masked_max(logits: Tensor<3>, mask: Tensor<2, Int>) -> Tensor<2> {
     let pad_offset = (mask.float() - 1.0)
         .mul_scalar(1e30)
         .cast(logits.dtype())
         .unsqueeze_dim::<3>(2);
-    (logits + pad_offset)
-        .max_dim(1)
-        .squeeze_dim::<2>(1)
-        .cast(DType::F32)
-        .clamp_min(0.0)
-        .log1p()
+    (logits + pad_offset).max_dim(1).squeeze_dim::<2>(1)
+}
+
+/// `log(1 + relu(·))` in f32.
+fn activate(pooled: Tensor<2>) -> Tensor<2> {
+    pooled.cast(DType::F32).clamp_min(0.0).log1p()
 }
 
 /// A backbone whose MLM head has been rescaled by `k`, encoding texts into sparse vectors.
@@ -77,8 +105,7 @@ impl SpladeEncoder {
         let batch = tokenizer.encode_batch(texts)?;
         let device = self.backbone.model.head.bias.val().device();
         let (ids, mask) = batch.to_tensors(&device);
-        let logits = self.backbone.model.forward(ids, mask.clone());
-        Ok(splade_pool(logits, mask))
+        Ok(encode_pooled(&self.backbone.model, ids, mask))
     }
 
     /// Sparse vectors for `texts`, encoded `batch_size` at a time so that the `[B, L, V]`
@@ -137,6 +164,30 @@ mod tests {
         let expected = [4.0f32.ln(), 0.0, 1.5f32.ln()];
         for (got, want) in pooled.iter().zip(expected) {
             assert!((got - want).abs() < 1e-6, "{pooled:?} != {expected:?}");
+        }
+    }
+
+    #[test]
+    fn tiled_encoding_equals_pooling_the_whole_logits() {
+        let device = Device::flex();
+        let dir = lsr_backbone::reference::fixtures_dir().join("modernbert");
+        let backbone = Backbone::load(dir.to_str().unwrap(), &device, 32).unwrap();
+        let batch = backbone
+            .tokenizer
+            .encode_batch(&["boil an egg", "the capital of france is paris"])
+            .unwrap();
+        let (ids, mask) = batch.to_tensors(&device);
+        let model = &backbone.model;
+        let whole = splade_pool(model.forward(ids.clone(), mask.clone()), mask.clone());
+        // 7 does not divide the vocabulary: the last tile is shorter.
+        let tiled = encode_pooled_tiles(model, ids, mask, 7);
+        assert_eq!(tiled.dims(), whole.dims());
+        let (a, b): (Vec<f32>, Vec<f32>) = (
+            whole.into_data().try_into_vec().unwrap(),
+            tiled.into_data().try_into_vec().unwrap(),
+        );
+        for (x, y) in a.iter().zip(&b) {
+            assert!((x - y).abs() <= 1e-6, "{x} vs {y}");
         }
     }
 

@@ -5,4 +5,6 @@
 
 pub mod encoder;
 
-pub use encoder::{SparseVector, SpladeEncoder, splade_pool};
+pub use encoder::{
+    HEAD_TILE, SparseVector, SpladeEncoder, encode_pooled, encode_pooled_tiles, splade_pool,
+};

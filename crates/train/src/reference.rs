@@ -28,6 +28,10 @@ pub struct StepDeviation {
     pub params_compared: usize,
     /// Parameters the checkpoint names: every one must have been compared.
     pub params_named: usize,
+    /// `‖θ_ours − θ_PyTorch‖ / ‖θ_PyTorch − θ_0‖` over every weight: how far our update is from
+    /// PyTorch's, relative to the update itself. Scale-free, where a single weight whose tiny
+    /// gradient changed sign can dominate `max_param_abs` under reduced precision.
+    pub update_rel_l2: f64,
 }
 
 impl StepDeviation {
@@ -73,6 +77,11 @@ pub fn step_deviation(
         precision,
         ..recipe(&number)?
     };
+    let initial: std::collections::HashMap<String, Vec<f32>> =
+        parameter_values(&model, &backbone.tensor_names)
+            .into_iter()
+            .map(|(path, data)| (path, f32_values(data)))
+            .collect();
     let mut trainer = Trainer::new(model, recipe);
     let batch = TrainBatch {
         index: 0,
@@ -102,7 +111,9 @@ pub fn step_deviation(
         worst_param: String::new(),
         params_compared: 0,
         params_named: backbone.tensor_names.len(),
+        update_rel_l2: f64::NAN,
     };
+    let (mut off, mut update) = (0.0f64, 0.0f64);
     for (path, data) in parameter_values(&trainer.model, &backbone.tensor_names) {
         let name = &backbone
             .tensor_names
@@ -111,7 +122,11 @@ pub fn step_deviation(
             .name;
         let (shape, want) = tensor(&format!("param.{name}"))?;
         let same_shape = data.shape().to_vec() == shape;
-        let got: Vec<f32> = data.convert::<f32>().try_into_vec().expect("f32 parameter");
+        let got = f32_values(data);
+        for ((ours, theirs), before) in got.iter().zip(&want).zip(&initial[&path]) {
+            off += (*ours as f64 - theirs).powi(2);
+            update += (theirs - *before as f64).powi(2);
+        }
         let diff = if !same_shape {
             f64::INFINITY
         } else {
@@ -126,7 +141,37 @@ pub fn step_deviation(
         }
         deviation.params_compared += 1;
     }
+    deviation.update_rel_l2 = off.sqrt() / update.sqrt();
     Ok(deviation)
+}
+
+fn f32_values(data: burn::tensor::TensorData) -> Vec<f32> {
+    data.convert::<f32>().try_into_vec().expect("f32 parameter")
+}
+
+/// Bounds for a bf16-mixed step, `(loss terms relative, update relative L2)`: twice the
+/// larger of the two families' deviations of PyTorch's own bf16 autocast step from its f32 step
+/// (`train-step/bf16-autocast.json`, `scripts/fixtures/train_step.py --bf16-yardstick`). Single
+/// numbers from one step are noisy, so the larger family's stands for both.
+pub fn bf16_step_bounds(root: &Path) -> Result<(f64, f64)> {
+    #[derive(serde::Deserialize)]
+    struct Deviation {
+        scalars_rel: f64,
+        update_rel_l2: f64,
+    }
+    #[derive(serde::Deserialize)]
+    struct Yardstick {
+        families: std::collections::HashMap<String, Deviation>,
+    }
+    let path = root.join("train-step").join("bf16-autocast.json");
+    let text = std::fs::read(&path).map_err(|e| TrainError::io(&path, e))?;
+    let yardstick: Yardstick =
+        serde_json::from_slice(&text).map_err(|e| TrainError::data(&path, None, e.to_string()))?;
+    let largest = |f: fn(&Deviation) -> f64| yardstick.families.values().map(f).fold(0.0, f64::max);
+    Ok((
+        2.0 * largest(|d| d.scalars_rel),
+        2.0 * largest(|d| d.update_rel_l2),
+    ))
 }
 
 /// The fixture's recipe (batch of 3 queries, one hard negative each).

@@ -2,8 +2,8 @@
 //! weight of the tiny BERT and ModernBERT fixtures within 1e-4 of PyTorch's.
 
 use burn::prelude::*;
-use lsr_backbone::reference::fixtures_dir;
 use lsr_backbone::Precision;
+use lsr_backbone::reference::fixtures_dir;
 use lsr_train::reference::step_deviation;
 
 fn check(family: &str) {
