@@ -100,12 +100,12 @@ mod tests {
         let exact = linear(&layer, x.clone(), DType::F32);
         let mixed = linear(&layer, x, DType::BF16);
         assert_eq!(mixed.dtype(), DType::BF16);
-        let exact_values: Vec<f32> = exact.into_data().convert::<f32>().into_vec().unwrap();
+        let exact_values: Vec<f32> = exact.into_data().convert::<f32>().try_into_vec().unwrap();
         let mixed_values: Vec<f32> = mixed
             .clone()
             .into_data()
             .convert::<f32>()
-            .into_vec()
+            .try_into_vec()
             .unwrap();
         for (a, b) in exact_values.iter().zip(&mixed_values) {
             // bf16 keeps 8 significant bits: operands and result each round by ≤ 2^-9.
@@ -128,8 +128,8 @@ mod tests {
         let bf16 = || t().cast(DType::BF16);
         let mixed = attend(bf16(), bf16(), bf16(), bias);
         assert_eq!(mixed.dtype(), DType::BF16);
-        let a: Vec<f32> = exact.into_data().convert::<f32>().into_vec().unwrap();
-        let b: Vec<f32> = mixed.into_data().convert::<f32>().into_vec().unwrap();
+        let a: Vec<f32> = exact.into_data().convert::<f32>().try_into_vec().unwrap();
+        let b: Vec<f32> = mixed.into_data().convert::<f32>().try_into_vec().unwrap();
         for (a, b) in a.iter().zip(&b) {
             assert!((a - b).abs() <= 2e-2, "{a} vs {b}");
         }

@@ -91,21 +91,41 @@ impl ReferenceOutputs {
     }
 }
 
-/// The bound on |Δ logit| for a model computing in bf16-mixed on fixture `name`: twice what
-/// PyTorch's own bf16 autocast deviates there (`bf16-autocast.json`, written by
-/// `scripts/gpu/torch_parity.py`), or 6% of the largest reference logit for a fixture PyTorch
-/// cannot run by itself (GTE). lsr's bf16-mixed is meant to be PyTorch's AMP, not better.
-pub fn bf16_logit_bound(root: &Path, name: &str, largest_logit: f32) -> Result<f32> {
+/// Reduced-precision arithmetic whose distance from f32 PyTorch itself keeps on the fixtures
+/// is recorded beside them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Yardstick {
+    /// f32 matmuls in TF32 on CUDA tensor cores (`tf32-cuda.json`, measured on an H200).
+    Tf32,
+    /// bf16 autocast (`bf16-autocast.json`).
+    Bf16,
+}
+
+/// The bound on |Δ logit| on fixture `name` for a model computing in `arithmetic`: twice what
+/// PyTorch deviates there in the same arithmetic (both files written by
+/// `scripts/gpu/torch_parity.py`), or, for a fixture PyTorch cannot run by itself (GTE), 1%
+/// (TF32) or 6% (bf16) of the largest reference logit. lsr is meant to be PyTorch in the same
+/// precision, not better.
+pub fn reduced_precision_logit_bound(
+    root: &Path,
+    arithmetic: Yardstick,
+    name: &str,
+    largest_logit: f32,
+) -> Result<f32> {
     #[derive(serde::Deserialize)]
-    struct Autocast {
+    struct Recorded {
         max_abs_deviation: std::collections::HashMap<String, f32>,
     }
-    let path = root.join("bf16-autocast.json");
+    let (file, fraction) = match arithmetic {
+        Yardstick::Tf32 => ("tf32-cuda.json", 1e-2),
+        Yardstick::Bf16 => ("bf16-autocast.json", 6e-2),
+    };
+    let path = root.join(file);
     let text = std::fs::read_to_string(&path).map_err(|e| BackboneError::io(&path, e))?;
-    let autocast: Autocast = crate::config::parse_json(&path, &text)?;
-    Ok(match autocast.max_abs_deviation.get(name) {
+    let recorded: Recorded = crate::config::parse_json(&path, &text)?;
+    Ok(match recorded.max_abs_deviation.get(name) {
         Some(deviation) => 2.0 * deviation,
-        None => 6e-2 * largest_logit.max(1.0),
+        None => fraction * largest_logit.max(1.0),
     })
 }
 

@@ -1,10 +1,12 @@
 //! bf16-mixed against transformers' f32 logits on the committed fixtures, on flex: every family
 //! computes its products in bf16 (the logits come out bf16) and lands within twice the distance
-//! PyTorch's own bf16 autocast keeps from f32 (`reference::bf16_logit_bound`).
+//! PyTorch's own bf16 autocast keeps from f32 (`reference::reduced_precision_logit_bound`).
 
 use burn::prelude::*;
 use burn::tensor::DType;
-use lsr_backbone::reference::{ReferenceOutputs, bf16_logit_bound, fixture_texts, fixtures_dir};
+use lsr_backbone::reference::{
+    ReferenceOutputs, Yardstick, fixture_texts, fixtures_dir, reduced_precision_logit_bound,
+};
 use lsr_backbone::{Backbone, FAMILIES, Precision};
 
 #[test]
@@ -21,9 +23,10 @@ fn every_family_runs_in_bf16_and_stays_close_to_transformers() {
         let (ids, mask) = batch.to_tensors(&device);
         let logits = backbone.model.forward(ids, mask);
         assert_eq!(logits.dtype(), DType::BF16, "{name}: logits dtype");
-        let values: Vec<f32> = logits.into_data().convert::<f32>().into_vec().unwrap();
+        let values: Vec<f32> = logits.into_data().convert::<f32>().try_into_vec().unwrap();
         let scale = expected.logits.iter().fold(0.0f32, |m, x| m.max(x.abs()));
-        let bound = bf16_logit_bound(&fixtures_dir(), name, scale).unwrap();
+        let bound =
+            reduced_precision_logit_bound(&fixtures_dir(), Yardstick::Bf16, name, scale).unwrap();
         let deviation = expected.max_token_deviation(&values);
         eprintln!("{name}: bf16-mixed max |Δ logits| {deviation:.3e} (bound {bound:.3e})");
         assert!(

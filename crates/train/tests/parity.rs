@@ -1,10 +1,11 @@
 //! One training step against PyTorch (`lsr_train::reference`): the loss terms and every updated
-//! weight of the tiny BERT and ModernBERT fixtures within 1e-4 of PyTorch's.
+//! weight of the tiny BERT and ModernBERT fixtures within 1e-4 of PyTorch's; in bf16-mixed, as
+//! close to PyTorch's f32 step as PyTorch's own bf16 autocast step comes (within twice).
 
 use burn::prelude::*;
 use lsr_backbone::Precision;
 use lsr_backbone::reference::fixtures_dir;
-use lsr_train::reference::step_deviation;
+use lsr_train::reference::{bf16_step_bounds, step_deviation};
 
 fn check(family: &str) {
     let device = Device::flex().autodiff();
@@ -35,4 +36,29 @@ fn bert_step_matches_pytorch() {
 #[test]
 fn modernbert_step_matches_pytorch() {
     check("modernbert");
+}
+
+#[test]
+fn bf16_mixed_steps_land_as_close_as_pytorch_autocast() {
+    let (scalars_bound, update_bound) = bf16_step_bounds(&fixtures_dir()).unwrap();
+    let device = Device::flex().autodiff();
+    for family in ["bert", "modernbert"] {
+        let deviation =
+            step_deviation(&fixtures_dir(), family, &device, Precision::Bf16Mixed).unwrap();
+        assert!(
+            deviation.max_scalar_rel() <= scalars_bound,
+            "{family}: loss terms off by {:e} (bound {scalars_bound:e})",
+            deviation.max_scalar_rel()
+        );
+        assert!(
+            deviation.update_rel_l2 <= update_bound,
+            "{family}: update off by {:e} (bound {update_bound:e})",
+            deviation.update_rel_l2
+        );
+        // bf16 rounding shows: the step is not f32's.
+        assert!(
+            deviation.update_rel_l2 > 1e-3,
+            "{family}: bf16-mixed gave f32's step"
+        );
+    }
 }

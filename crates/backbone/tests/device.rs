@@ -1,0 +1,49 @@
+//! The device rule: an explicit backend that cannot start is one error naming it, and no spec
+//! means the best backend that starts (never an error: flex always does).
+
+use lsr_backbone::parse_device;
+
+#[test]
+fn no_spec_picks_a_backend_that_starts() {
+    let device = parse_device(None).expect("flex at worst");
+    burn::prelude::Tensor::<1>::ones([3], &device).into_data();
+}
+
+#[test]
+fn unknown_backends_and_indices_are_errors_naming_the_spec() {
+    for spec in ["tpu", "cuda:x", "wgpu:-1"] {
+        let error = parse_device(Some(spec)).unwrap_err().to_string();
+        assert!(error.contains(spec), "{spec}: {error}");
+    }
+}
+
+#[test]
+fn a_backend_left_out_of_the_build_says_how_to_build_it() {
+    for (name, compiled) in [
+        ("cuda", cfg!(feature = "cuda")),
+        ("wgpu", cfg!(feature = "wgpu")),
+    ] {
+        if !compiled {
+            let error = parse_device(Some(name)).unwrap_err().to_string();
+            assert!(error.contains(&format!("--features {name}")), "{error}");
+        }
+    }
+}
+
+/// On a machine without an NVIDIA driver (CI), a CUDA build refuses `cuda` in one line that
+/// says why, and the default falls back to another backend.
+#[cfg(feature = "cuda")]
+#[test]
+fn cuda_without_a_driver_is_a_clear_error_and_not_the_default() {
+    if std::path::Path::new("/dev/nvidiactl").exists() {
+        return;
+    }
+    let error = parse_device(Some("cuda")).unwrap_err().to_string();
+    assert!(
+        error.starts_with("device `cuda`: could not start"),
+        "{error}"
+    );
+    assert!(!error.contains('\n'), "{error}");
+    let picked = format!("{:?}", parse_device(None).unwrap());
+    assert!(!picked.contains("Cuda"), "{picked}");
+}
