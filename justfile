@@ -13,8 +13,8 @@ test:
     scripts/cuda/llvm-bundle.sh
     cargo build -p lsr-cli --features cuda,wgpu
     # Same features as the build above, so it reuses it. WGPU runs on Mesa's software Vulkan
-    # (lavapipe) where there is no GPU.
-    XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-/tmp}" LSR_TEST_DEVICE=wgpu cargo test -p lsr-backbone --features cuda,wgpu --test parity
+    # (lavapipe) where there is no GPU; CUDA, having no driver here, must refuse clearly.
+    XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-/tmp}" LSR_TEST_DEVICE=wgpu cargo test -p lsr-backbone --features cuda,wgpu --test parity --test device
 
 # Regenerate the fixtures with transformers and pytrec_eval (venv: scripts/fixtures/README.md).
 fixtures python=".venv/bin/python":
@@ -30,6 +30,10 @@ reproduce matrix="mini":
     {{ if matrix == "mini" { "target/release/lsr data synth --out data/synth && target/release/lsr data miniatures --spec experiments/mini-models.toml --vocab data/synth/vocab.txt --out data/synth/models" } else { "true" } }}
     status=0; target/release/lsr matrix run experiments/{{matrix}}.toml || status=$?; \
     target/release/lsr report results/{{matrix}}; exit $status
+
+# The miniature again in bf16-mixed and with another data-order seed: same Table 1 pattern as f32?
+mini-precision: (reproduce "mini")
+    scripts/mini/precision.sh
 
 # Train and evaluate one cell, e.g. `just cell mini modernbert 16`.
 cell matrix backbone k:

@@ -221,9 +221,7 @@ step "mini-data" 60 '{"kind":"setup"}' bash -c "'$lsr' data synth --out data/syn
     '$lsr' data miniatures --spec experiments/mini-models.toml --vocab data/synth/vocab.txt --out data/synth/models >/dev/null && echo '{}'"
 for precision in $precisions; do
     mini=$work/mini-$precision
-    sed -e "s|^device = .*|device = \"$gpu\"|" -e "s|results/mini|$mini|g" \
-        -e "/^\[recipe\]/a precision = \"$precision\"" -e "/^\[eval\]/a precision = \"$precision\"" \
-        experiments/mini.toml > "$work/mini-$precision.toml"
+    scripts/mini/variant.sh "$mini" --device "$gpu" --precision "$precision" > "$work/mini-$precision.toml"
     step "mini-modernbert-k16-$precision" 90 "$(meta tool=lsr device="$gpu" precision="$precision" kind=mini cell=modernbert-k16)" \
         bash -c "'$lsr' matrix run '$work/mini-$precision.toml' --cell modernbert-k16 >&2; s=\$?; tr -d '\n' < '$mini/modernbert-k16/metrics.json' 2>/dev/null; echo; exit \$s"
 done
