@@ -6,15 +6,17 @@ set shell := ["bash", "-euo", "pipefail", "-c"]
 default:
     @just --list
 
-# Every test: the workspace on flex, the CUDA+WGPU binary linked, encoder parity on WGPU.
+# Every test: all crates on flex, the CUDA + WGPU `lsr` linked and run, encoder parity on WGPU.
 test:
-    cargo test --workspace
     # burn's CUDA backend links LLVM 23; where GitHub is unreachable it comes from PyPI.
     scripts/cuda/llvm-bundle.sh
-    cargo build -p lsr-cli --features cuda,wgpu
-    # Same features as the build above, so it reuses it. WGPU runs on Mesa's software Vulkan
-    # (lavapipe) where there is no GPU; CUDA, having no driver here, must refuse clearly.
-    XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-/tmp}" LSR_TEST_DEVICE=wgpu cargo test -p lsr-backbone --features cuda,wgpu --test parity --test device
+    # One build with CUDA and WGPU compiled in, so that nothing is compiled twice: the tests run
+    # on flex (LSR_DEVICE), the CLI tests run the CUDA-enabled `lsr`, the encoder parity tests
+    # run again on WGPU (Mesa's software Vulkan where there is no GPU), and CUDA, having no
+    # driver there, must refuse clearly.
+    LSR_DEVICE=flex LSR_TEST_DEVICE=wgpu XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-/tmp}" cargo test --workspace --features lsr-cli/cuda,lsr-cli/wgpu
+    # The default build, without GPU backends (`just reproduce mini`), must compile too.
+    cargo check -p lsr-cli
 
 # Regenerate the fixtures with transformers and pytrec_eval (venv: scripts/fixtures/README.md).
 fixtures python=".venv/bin/python":

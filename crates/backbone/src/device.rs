@@ -29,11 +29,12 @@ pub fn compiled_backends() -> Vec<&'static str> {
 }
 
 /// Parses `flex`, `wgpu`, `wgpu:N`, `cuda` or `cuda:N` into a burn device that has been seen
-/// to start. `None` picks the best backend compiled in that starts here (CUDA, then WGPU, then
-/// the flex CPU backend), so a CUDA build still works on a login node; it says which in the log.
-/// An explicit spec that cannot start is an error naming it.
+/// to start. `None` takes `$LSR_DEVICE` if set, else the best backend compiled in that starts
+/// here (CUDA, then WGPU, then the flex CPU backend), so a CUDA build still works on a login
+/// node; it says which in the log. An explicit spec that cannot start is an error naming it.
 pub fn parse_device(spec: Option<&str>) -> Result<Device> {
-    if let Some(spec) = spec {
+    let from_env = std::env::var("LSR_DEVICE").ok().filter(|s| !s.is_empty());
+    if let Some(spec) = spec.or(from_env.as_deref()) {
         return start(spec);
     }
     let mut refused = Vec::new();

@@ -125,7 +125,7 @@ pub struct EncodeBench {
     warmup: usize,
     #[arg(long, default_value_t = 5)]
     iterations: usize,
-    /// flex, wgpu[:N] or cuda[:N]; default: the best backend compiled in.
+    /// flex, wgpu[:N] or cuda[:N]; default: `$LSR_DEVICE`, else the best backend that starts here.
     #[arg(long)]
     device: Option<String>,
     /// f32 or bf16-mixed.
@@ -149,7 +149,7 @@ pub struct TrainStepBench {
     warmup: usize,
     #[arg(long, default_value_t = 3)]
     iterations: usize,
-    /// flex, wgpu[:N] or cuda[:N]; default: the best backend compiled in.
+    /// flex, wgpu[:N] or cuda[:N]; default: `$LSR_DEVICE`, else the best backend that starts here.
     #[arg(long)]
     device: Option<String>,
     /// f32 or bf16-mixed (f32 weights and AdamW state either way).

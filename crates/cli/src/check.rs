@@ -17,7 +17,7 @@ use serde::Serialize;
 
 #[derive(Args)]
 pub struct CheckArgs {
-    /// flex, wgpu[:N] or cuda[:N]; default: the best backend that starts here.
+    /// flex, wgpu[:N] or cuda[:N]; default: `$LSR_DEVICE`, else the best backend that starts here.
     #[arg(long)]
     device: Option<String>,
     /// f32, or bf16-mixed (compared with the same f32 references).

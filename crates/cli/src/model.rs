@@ -15,7 +15,7 @@ pub struct ModelArgs {
     /// With a tied decoder, rescale an untied copy instead of the shared matrix.
     #[arg(long)]
     untie: bool,
-    /// flex, wgpu[:N] or cuda[:N]; default: the best backend that starts here.
+    /// flex, wgpu[:N] or cuda[:N]; default: `$LSR_DEVICE`, else the best backend that starts here.
     #[arg(long)]
     device: Option<String>,
     /// f32, or bf16-mixed (bf16 matrix products; SPLADE weights in f32).

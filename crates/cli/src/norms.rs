@@ -10,7 +10,7 @@ pub struct NormsArgs {
     /// One JSON object per checkpoint instead of a table.
     #[arg(long)]
     json: bool,
-    /// flex, wgpu[:N] or cuda[:N]; default: the best backend compiled in.
+    /// flex, wgpu[:N] or cuda[:N]; default: `$LSR_DEVICE`, else the best backend that starts here.
     #[arg(long)]
     device: Option<String>,
 }

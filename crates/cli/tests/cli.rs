@@ -13,6 +13,33 @@ fn json_lines(output: &[u8]) -> Vec<serde_json::Value> {
 }
 
 #[test]
+fn check_passes_on_flex_in_both_precisions() {
+    for precision in ["f32", "bf16-mixed"] {
+        let out = lsr()
+            .args([
+                "check",
+                "--device",
+                "flex",
+                "--json",
+                "--precision",
+                precision,
+            ])
+            .args(["--fixtures", &fixture("")])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{precision}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(report["pass"], true, "{precision}");
+        // 15 fixtures × (logits, SPLADE weights) + 2 families × (loss terms, weights).
+        assert_eq!(report["items"].as_array().unwrap().len(), 34, "{precision}");
+    }
+}
+
+#[test]
 fn encode_json_lists_every_nonzero_term_by_weight() {
     let out = lsr()
         .args([

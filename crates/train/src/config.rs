@@ -22,7 +22,7 @@ pub struct TrainConfig {
     /// Where checkpoints go (they are large); default `<output>/checkpoints`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checkpoints: Option<PathBuf>,
-    /// `flex`, `wgpu[:N]` or `cuda[:N]`; default: the best backend compiled in.
+    /// `flex`, `wgpu[:N]` or `cuda[:N]`; default: `$LSR_DEVICE`, else the best backend that starts here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub device: Option<String>,
 }
