@@ -13,8 +13,9 @@ test:
     # One build with CUDA and WGPU compiled in, so that nothing is compiled twice: the tests run
     # on flex (LSR_DEVICE), the CLI tests run the CUDA-enabled `lsr`, the encoder parity tests
     # run again on WGPU (Mesa's software Vulkan where there is no GPU), and CUDA, having no
-    # driver there, must refuse clearly.
-    LSR_DEVICE=flex LSR_TEST_DEVICE=wgpu XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-/tmp}" cargo test --workspace --features lsr-cli/cuda,lsr-cli/wgpu
+    # driver there, must refuse clearly. BURN_DEVICE pins burn's implicit default device to the
+    # host for the in-process tests, as `lsr` does for itself.
+    BURN_DEVICE=flex LSR_DEVICE=flex LSR_TEST_DEVICE=wgpu XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-/tmp}" cargo test --workspace --features lsr-cli/cuda,lsr-cli/wgpu
     # The default build, without GPU backends (`just reproduce mini`), must compile too.
     cargo check -p lsr-cli
 

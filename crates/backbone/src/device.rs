@@ -15,6 +15,22 @@ pub fn probing() -> bool {
     PROBING.load(Ordering::Relaxed)
 }
 
+/// Makes burn's implicit default device the host (`BURN_DEVICE=flex`) unless the user set one.
+/// lsr names a device for every tensor it makes, but burn materialises a loaded optimizer
+/// record on its default device, which in a build with CUDA is GPU 0: on a machine without a
+/// driver `--resume` would panic, and elsewhere the state would land on a GPU the run does not
+/// use. On the host it costs one copy, at the next step, to the parameters' device.
+///
+/// # Safety
+/// Sets a process environment variable: call it before any thread starts (first thing in
+/// `main`), as `std::env::set_var` requires.
+pub unsafe fn pin_implicit_default_to_host() {
+    if std::env::var_os("BURN_DEVICE").is_none() {
+        // SAFETY: the caller guarantees that no other thread runs yet.
+        unsafe { std::env::set_var("BURN_DEVICE", "flex") };
+    }
+}
+
 /// Names of the backends compiled into this build, best first.
 pub fn compiled_backends() -> Vec<&'static str> {
     let mut names = Vec::new();

@@ -60,6 +60,8 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // SAFETY: first statement of `main`, before any thread exists.
+    unsafe { lsr_backbone::device::pin_implicit_default_to_host() };
     use tracing_subscriber::prelude::*;
     tracing_subscriber::fmt()
         .with_env_filter(

@@ -11,5 +11,9 @@ pub fn fixture(path: &str) -> String {
 }
 
 pub fn lsr() -> Command {
-    Command::cargo_bin("lsr").unwrap()
+    let mut command = Command::cargo_bin("lsr").unwrap();
+    // The binary must pin burn's implicit default device itself (the test recipe sets it for
+    // the in-process tests).
+    command.env_remove("BURN_DEVICE");
+    command
 }
