@@ -1,3 +1,7 @@
+//! Reading a checkpoint's tensors by their Hugging Face names (safetensors, sharded or not,
+//! `pytorch_model.bin`, or seeded random values), checked for shape and promoted to f32.
+//! Writing them back is `hf_names`.
+
 use std::collections::HashMap;
 use std::fs::File;
 use std::hash::{Hash, Hasher};

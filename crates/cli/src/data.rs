@@ -1,3 +1,6 @@
+//! `lsr data`: fetch and verify evaluation data sets, and build the offline synthetic task
+//! and miniature checkpoints. The work is in `lsr-eval` and `lsr-backbone`.
+
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};

@@ -1,3 +1,5 @@
+//! `lsr encode`: texts (one per line) to SPLADE sparse vectors as JSON lines.
+
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
 

@@ -1,3 +1,6 @@
+//! `lsr eval`: a model on named data sets (encode, index, retrieve, measure, FLOPs), through
+//! `lsr_eval::pipeline`.
+
 use std::path::PathBuf;
 
 use anyhow::Result;

@@ -1,3 +1,5 @@
+//! `lsr evaluate`: trec_eval-exact measures of any TREC run file against qrels.
+
 use std::path::PathBuf;
 
 use anyhow::Result;

@@ -1,3 +1,6 @@
+//! `lsr matrix`: list an experiment matrix's cells and their status, run them, or write a
+//! Slurm job array. The matrix itself is `lsr-matrix`.
+
 use std::path::PathBuf;
 
 use anyhow::{Result, bail};

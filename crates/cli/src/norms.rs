@@ -1,3 +1,6 @@
+//! `lsr norms`: MLM-head statistics of checkpoints (row norms, bias, logit scale), the
+//! evidence for choosing k.
+
 use anyhow::Result;
 use clap::Args;
 use lsr_backbone::{Backbone, HeadStats, parse_device};

@@ -1,3 +1,6 @@
+//! `lsr report`: Table 1, loss curves and the trade-off plot of a matrix's results, through
+//! `lsr-report`.
+
 use std::path::PathBuf;
 
 use anyhow::Result;

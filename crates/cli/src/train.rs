@@ -1,3 +1,6 @@
+//! `lsr train` and `lsr export`: one training run from a cell config, and a checkpoint written
+//! back as a Hugging Face checkpoint. The work is in `lsr-train`.
+
 use std::path::PathBuf;
 
 use anyhow::Result;

@@ -1,3 +1,6 @@
+//! SPLADE on top of a backbone: max pooling of `log(1 + relu(logits))`, sparse vectors, and
+//! the encoder that rescales the head once and encodes texts in batches.
+
 use burn::prelude::*;
 use burn::tensor::DType;
 use lsr_backbone::{Backbone, MaskedLm, RescaleMode, Result, TextTokenizer};

@@ -1,3 +1,6 @@
+//! Training examples cut into tokenised micro-batches (queries, positives, hard negatives), in
+//! a seeded order that a resumed run can rejoin at any step.
+
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::thread::JoinHandle;

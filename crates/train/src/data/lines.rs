@@ -1,3 +1,5 @@
+//! Random access to the lines of a large text file, memory-mapped, with a sparse line index.
+
 use std::fs::File;
 use std::path::{Path, PathBuf};
 

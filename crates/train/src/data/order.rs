@@ -1,3 +1,6 @@
+//! The order of training examples: a seeded permutation computed per index, so an epoch needs
+//! no memory and a resumed run finds its place directly.
+
 /// A seeded pseudo-random permutation of `0..n`, computed per index (a 4-round Feistel network
 /// on the smallest even-bit domain ≥ n, walking cycles back into range), so shuffling a
 /// 400M-line file needs no memory and position `i` of an epoch can be found directly, which is

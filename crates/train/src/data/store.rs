@@ -1,3 +1,5 @@
+//! Texts by integer id from `id<TAB>text` files (MS MARCO collection and queries).
+
 use std::path::Path;
 
 use crate::data::lines::LineFile;

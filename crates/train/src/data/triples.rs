@@ -1,3 +1,6 @@
+//! Training files as examples (query, positive, hard negatives): text triples, JSON lines, or
+//! id triples resolved through the text stores.
+
 use serde::Deserialize;
 
 use crate::config::DataConfig;
