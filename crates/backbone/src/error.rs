@@ -1,21 +1,22 @@
+//! The backbone crate's one error type.
+
 use std::path::PathBuf;
 
 /// Everything that can go wrong between a checkpoint on disk and a usable model. Every variant
 /// names the file it concerns, and the tensor or field where there is one.
 #[derive(Debug, thiserror::Error)]
 pub enum BackboneError {
-    #[error("{path}: {source}")]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    /// A file that could not be read or written.
+    #[error(transparent)]
+    Files(#[from] lsr_files::FileError),
     #[error("{path}: {message}")]
     Config { path: PathBuf, message: String },
-    #[error(
-        "{path}: unsupported model_type `{model_type}`; supported: bert, distilbert, albert, \
-         roberta, new (GTE), modernbert (also Ettin)"
-    )]
-    UnknownModelType { path: PathBuf, model_type: String },
+    #[error("{path}: unsupported model_type `{model_type}`; supported: {supported}")]
+    UnknownModelType {
+        path: PathBuf,
+        model_type: String,
+        supported: String,
+    },
     #[error("{path}: tensor `{name}` is missing")]
     MissingTensor { path: PathBuf, name: String },
     #[error("{path}: tensor `{name}` has shape {found:?}, expected {expected:?}")]
@@ -40,7 +41,7 @@ pub enum BackboneError {
     NoMlmHead { path: PathBuf, name: String },
     #[error("{path}: {message}")]
     Tokenizer { path: PathBuf, message: String },
-    #[error("rescale factor k must be finite and > 0, got {0}")]
+    #[error("k must be finite and > 0, got {0}")]
     InvalidScale(f64),
     #[error("{0}")]
     Checkpoint(String),
@@ -52,10 +53,7 @@ pub type Result<T, E = BackboneError> = std::result::Result<T, E>;
 
 impl BackboneError {
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        Self::Io {
-            path: path.into(),
-            source,
-        }
+        lsr_files::FileError::io(path, source).into()
     }
 
     pub(crate) fn config(path: impl Into<PathBuf>, message: impl Into<String>) -> Self {

@@ -50,8 +50,8 @@ pub fn write_checkpoint(
     })
 }
 
-/// Fills a sibling `.partial` directory with `fill`, then renames it to `out`; an existing
-/// non-empty `out` is refused.
+/// A new checkpoint directory `out`, written whole (`lsr_files::write_directory`); an existing
+/// non-empty `out` is refused, never replaced.
 pub(crate) fn write_directory(out: &Path, fill: impl FnOnce(&Path) -> Result<()>) -> Result<()> {
     if out
         .read_dir()
@@ -62,17 +62,7 @@ pub(crate) fn write_directory(out: &Path, fill: impl FnOnce(&Path) -> Result<()>
             out.display()
         )));
     }
-    let staging = out.with_extension("partial");
-    let io = |path: &Path, e| BackboneError::io(path, e);
-    if staging.exists() {
-        std::fs::remove_dir_all(&staging).map_err(|e| io(&staging, e))?;
-    }
-    std::fs::create_dir_all(&staging).map_err(|e| io(&staging, e))?;
-    fill(&staging)?;
-    if out.exists() {
-        std::fs::remove_dir(out).map_err(|e| io(out, e))?;
-    }
-    std::fs::rename(&staging, out).map_err(|e| io(out, e))
+    lsr_files::write_directory(out, fill)
 }
 
 pub(crate) fn write_json(path: &Path, value: &serde_json::Value) -> Result<()> {
@@ -229,7 +219,7 @@ mod tests {
 
     #[test]
     fn every_parameter_of_every_family_has_a_hugging_face_name() {
-        for family in crate::model::FAMILIES {
+        for family in crate::family::FAMILIES.iter().map(|f| f.name) {
             let dir = fixtures_dir().join(family);
             let backbone = Backbone::load(dir.to_str().unwrap(), &Device::flex(), 32).unwrap();
             let values = parameter_values(&backbone.model, &backbone.tensor_names);

@@ -1,5 +1,6 @@
 //! Building blocks shared by several architectures: activations, attention with an additive
-//! mask, rotate-half RoPE, and the post-LN transformer block of BERT, DistilBERT and ALBERT.
+//! mask, rotate-half RoPE, fused-qkv rotary attention and the gated MLP of GTE and ModernBERT,
+//! and the post-LN transformer block of BERT, DistilBERT and ALBERT.
 
 use burn::nn::{Embedding, LayerNorm, Linear};
 use burn::prelude::*;
@@ -154,6 +155,59 @@ impl Rope {
         let rotated = Tensor::cat(vec![second.neg(), first], 3);
         x * self.cos.clone().cast(dtype) + rotated * self.sin.clone().cast(dtype)
     }
+}
+
+/// Self-attention from a fused q | k | v projection with rotary positions (GTE, ModernBERT):
+/// `out(attention(rope(q), rope(k), v))` of `x`, products in `dtype`.
+pub fn rotary_attention(
+    qkv: &Linear,
+    out: &Linear,
+    x: Tensor<3>,
+    heads: usize,
+    rope: &Rope,
+    bias: Tensor<4>,
+    dtype: DType,
+) -> Tensor<3> {
+    let qkv = linear(qkv, x, dtype);
+    let hidden = qkv.dims()[2] / 3;
+    let part = |i: usize| {
+        split_heads(
+            qkv.clone().slice_dim(2, i * hidden..(i + 1) * hidden),
+            heads,
+        )
+    };
+    let context = attend(rope.apply(part(0)), rope.apply(part(1)), part(2), bias);
+    linear(out, merge_heads(context), dtype)
+}
+
+/// Which half of a gated MLP's fused projection goes through the activation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ActivatedHalf {
+    /// ModernBERT's `Wi`: input | gate, the input activated.
+    First,
+    /// GTE's `up_gate_proj`: up | gate, the gate activated.
+    Second,
+}
+
+/// A gated MLP (GTE, ModernBERT): `down(act(one half) · other half)` of `up(x)`, products in
+/// `dtype`.
+pub fn gated_mlp(
+    up: &Linear,
+    down: &Linear,
+    x: Tensor<3>,
+    activation: Activation,
+    activated: ActivatedHalf,
+    dtype: DType,
+) -> Tensor<3> {
+    let projected = linear(up, x, dtype);
+    let inner = projected.dims()[2] / 2;
+    let first = projected.clone().slice_dim(2, 0..inner);
+    let second = projected.slice_dim(2, inner..2 * inner);
+    let gated = match activated {
+        ActivatedHalf::First => activation.forward(first) * second,
+        ActivatedHalf::Second => activation.forward(second) * first,
+    };
+    linear(down, gated, dtype)
 }
 
 /// The first `rows` rows of a learned embedding table as `[1, rows, dim]`, to broadcast over

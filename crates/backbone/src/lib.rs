@@ -6,20 +6,16 @@
 //! vocabulary bias), the paper's `rescale_mlm_head(k)`, the head statistics used to choose k,
 //! tokenisation, and the choice of burn device. It knows nothing of SPLADE.
 
-pub mod albert;
-pub mod bert;
 pub mod checkpoint;
 pub mod config;
 pub mod device;
-pub mod distilbert;
 pub mod error;
-pub mod gte;
+pub mod family;
 pub mod head;
 pub mod hf_names;
 pub mod layers;
 pub mod miniature;
 pub mod model;
-pub mod modernbert;
 pub mod precision;
 pub mod reference;
 pub mod stats;
@@ -27,12 +23,13 @@ pub mod tokenizer;
 pub mod weights;
 
 pub use checkpoint::{Checkpoint, HubSettings};
-pub use config::{ArchConfig, ModelConfig};
+pub use config::ModelConfig;
 pub use device::{compiled_backends, parse_device};
 pub use error::{BackboneError, Result};
+pub use family::{Dims, Encoder, EncoderModel, FAMILIES, Family};
 pub use head::MlmHead;
 pub use hf_names::{TensorNames, parameter_values, write_checkpoint};
-pub use model::{Backbone, Encoder, FAMILIES, MaskedLm, RescaleMode};
+pub use model::{Backbone, MaskedLm, RescaleMode, check_scale};
 pub use precision::Precision;
 pub use stats::HeadStats;
 pub use tokenizer::{TextTokenizer, TokenBatch};

@@ -12,89 +12,31 @@ use serde_json::{Value, json};
 
 use crate::config::ModelConfig;
 use crate::error::{BackboneError, Result};
+use crate::family::{self, FAMILIES};
 use crate::hf_names::{TensorNames, write_directory, write_json, write_safetensors};
-use crate::model::{FAMILIES, MaskedLm};
+use crate::model::MaskedLm;
 use crate::tokenizer::TextTokenizer;
 use crate::weights::Weights;
 
 /// Special tokens, ids 0..5 of every miniature vocabulary.
 const SPECIALS: [&str; 5] = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"];
-const HIDDEN: usize = 64;
-const LAYERS: usize = 2;
-const HEADS: usize = 4;
-const INTERMEDIATE: usize = 128;
+/// The miniature size every family's `Family::miniature` config uses.
+pub(crate) const HIDDEN: usize = 64;
+pub(crate) const LAYERS: usize = 2;
+pub(crate) const HEADS: usize = 4;
+pub(crate) const INTERMEDIATE: usize = 128;
 /// Positions (RoBERTa's are offset by the padding index + 1).
-const POSITIONS: usize = 130;
+pub(crate) const POSITIONS: usize = 130;
 
-/// The family's `config.json` at miniature size over `vocab` tokens.
-fn config(family: &str, vocab: usize) -> Result<Value> {
-    let bert_like = |model_type: &str, architecture: &str| {
-        json!({
-            "model_type": model_type, "architectures": [architecture], "vocab_size": vocab,
-            "hidden_size": HIDDEN, "num_hidden_layers": LAYERS, "num_attention_heads": HEADS,
-            "intermediate_size": INTERMEDIATE, "hidden_act": "gelu",
-            "max_position_embeddings": POSITIONS, "type_vocab_size": 2, "layer_norm_eps": 1e-12,
-            "pad_token_id": 0, "tie_word_embeddings": true
-        })
-    };
-    let modernbert = |local_theta: f64| {
-        json!({
-            "model_type": "modernbert", "architectures": ["ModernBertForMaskedLM"],
-            "vocab_size": vocab, "hidden_size": HIDDEN, "num_hidden_layers": LAYERS,
-            "num_attention_heads": HEADS, "intermediate_size": INTERMEDIATE,
-            "hidden_activation": "gelu", "max_position_embeddings": POSITIONS,
-            "layer_types": ["full_attention", "sliding_attention"], "global_attn_every_n_layers": 2,
-            "local_attention": 32,
-            "rope_parameters": {
-                "full_attention": {"rope_type": "default", "rope_theta": 160000.0},
-                "sliding_attention": {"rope_type": "default", "rope_theta": local_theta}
-            },
-            "norm_eps": 1e-5, "norm_bias": false, "attention_bias": false, "mlp_bias": false,
-            "decoder_bias": true, "classifier_activation": "gelu", "pad_token_id": 0,
-            "cls_token_id": 2, "sep_token_id": 3, "bos_token_id": 2, "eos_token_id": 3,
-            "tie_word_embeddings": true
-        })
-    };
-    Ok(match family {
-        "bert" => bert_like("bert", "BertForMaskedLM"),
-        "roberta" => {
-            let mut c = bert_like("roberta", "RobertaForMaskedLM");
-            c["type_vocab_size"] = json!(1);
-            c["layer_norm_eps"] = json!(1e-5);
-            c
-        }
-        "distilbert" => json!({
-            "model_type": "distilbert", "architectures": ["DistilBertForMaskedLM"],
-            "vocab_size": vocab, "dim": HIDDEN, "n_layers": LAYERS, "n_heads": HEADS,
-            "hidden_dim": INTERMEDIATE, "activation": "gelu",
-            "max_position_embeddings": POSITIONS, "sinusoidal_pos_embds": false,
-            "pad_token_id": 0, "tie_word_embeddings": true
-        }),
-        "albert" => {
-            let mut c = bert_like("albert", "AlbertForMaskedLM");
-            c["embedding_size"] = json!(HIDDEN / 2);
-            c["num_hidden_groups"] = json!(1);
-            c["inner_group_num"] = json!(1);
-            c["hidden_act"] = json!("gelu_new");
-            c
-        }
-        "gte" => json!({
-            "model_type": "new", "architectures": ["NewForMaskedLM"], "vocab_size": vocab,
-            "hidden_size": HIDDEN, "num_hidden_layers": LAYERS, "num_attention_heads": HEADS,
-            "intermediate_size": INTERMEDIATE, "hidden_act": "gelu",
-            "max_position_embeddings": POSITIONS, "type_vocab_size": 1,
-            "layer_norm_type": "layer_norm", "layer_norm_eps": 1e-12,
-            "position_embedding_type": "rope", "rope_theta": 500000.0, "pack_qkv": true,
-            "pad_token_id": 0
-        }),
-        "modernbert" => modernbert(10000.0),
-        "ettin" => modernbert(160000.0),
-        other => {
-            return Err(BackboneError::Checkpoint(format!(
-                "no miniature of `{other}`; families: {}",
-                FAMILIES.join(", ")
-            )));
-        }
+/// A BERT-schema `config.json` at miniature size (BERT, and the start of RoBERTa's and
+/// ALBERT's).
+pub(crate) fn bert_like(model_type: &str, architecture: &str, vocab: usize) -> Value {
+    json!({
+        "model_type": model_type, "architectures": [architecture], "vocab_size": vocab,
+        "hidden_size": HIDDEN, "num_hidden_layers": LAYERS, "num_attention_heads": HEADS,
+        "intermediate_size": INTERMEDIATE, "hidden_act": "gelu",
+        "max_position_embeddings": POSITIONS, "type_vocab_size": 2, "layer_norm_eps": 1e-12,
+        "pad_token_id": 0, "tie_word_embeddings": true
     })
 }
 
@@ -152,7 +94,17 @@ pub fn write_miniature(
             "row norm must be finite and > 0, got {row_norm}"
         )));
     }
-    let config = config(family, SPECIALS.len() + words.len())?;
+    let known = || {
+        FAMILIES
+            .iter()
+            .map(|f| f.name)
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let family = family::by_name(family).ok_or_else(|| {
+        BackboneError::Checkpoint(format!("no miniature of `{family}`; families: {}", known()))
+    })?;
+    let config = (family.miniature)(SPECIALS.len() + words.len());
     write_directory(out, |staging| {
         write_json(&staging.join("config.json"), &config)?;
         write_json(&staging.join("tokenizer.json"), &tokenizer(words))?;
@@ -161,7 +113,7 @@ pub fn write_miniature(
         TextTokenizer::from_file(
             &staging.join("tokenizer.json"),
             0,
-            model_config.vocab_size(),
+            model_config.dims.vocab_size,
             32,
         )?;
         let weights = Weights::random(seed, 0.02, &Device::flex());
@@ -185,7 +137,7 @@ mod tests {
     fn every_family_loads_back_with_the_row_norm_asked_for() {
         let words: Vec<String> = (0..50).map(|i| format!("w{i:03}")).collect();
         let dir = tempfile::tempdir().unwrap();
-        for (i, family) in FAMILIES.iter().enumerate() {
+        for (i, family) in FAMILIES.iter().map(|f| f.name).enumerate() {
             let out = dir.path().join(family);
             let norm = 0.5 + i as f64;
             write_miniature(family, &words, norm, 7, &out).unwrap();

@@ -2,76 +2,17 @@
 //! rescaling of the decoder projection.
 
 use burn::module::{Param, Parameter};
-use burn::nn::Embedding;
 use burn::prelude::*;
-use burn::tensor::DType;
 
-use crate::albert::Albert;
-use crate::bert::Bert;
 use crate::checkpoint::Checkpoint;
-use crate::config::{ArchConfig, ModelConfig};
-use crate::distilbert::DistilBert;
+use crate::config::ModelConfig;
 use crate::error::{BackboneError, Result};
-use crate::gte::Gte;
+use crate::family::{Encoder, EncoderModel};
 use crate::head::MlmHead;
 use crate::hf_names::TensorNames;
-use crate::modernbert::ModernBert;
 use crate::precision::Precision;
 use crate::tokenizer::TextTokenizer;
 use crate::weights::Weights;
-
-/// The seven families of the paper, by the names the fixtures, miniatures and matrices use.
-pub const FAMILIES: [&str; 7] = [
-    "bert",
-    "distilbert",
-    "albert",
-    "roberta",
-    "gte",
-    "modernbert",
-    "ettin",
-];
-
-#[derive(Module, Debug)]
-pub enum Encoder {
-    Bert(Bert),
-    DistilBert(DistilBert),
-    Albert(Albert),
-    Gte(Gte),
-    ModernBert(ModernBert),
-}
-
-impl Encoder {
-    /// Final hidden states `[B, L, hidden]` (f32), products and activations computed in `dtype`.
-    pub fn forward(&self, ids: Tensor<2, Int>, mask: Tensor<2, Int>, dtype: DType) -> Tensor<3> {
-        match self {
-            Self::Bert(m) => m.forward(ids, mask, dtype),
-            Self::DistilBert(m) => m.forward(ids, mask, dtype),
-            Self::Albert(m) => m.forward(ids, mask, dtype),
-            Self::Gte(m) => m.forward(ids, mask, dtype),
-            Self::ModernBert(m) => m.forward(ids, mask, dtype),
-        }
-    }
-
-    pub fn word_embeddings(&self) -> &Embedding {
-        match self {
-            Self::Bert(m) => &m.word_embeddings,
-            Self::DistilBert(m) => &m.word_embeddings,
-            Self::Albert(m) => &m.word_embeddings,
-            Self::Gte(m) => &m.word_embeddings,
-            Self::ModernBert(m) => &m.tok_embeddings,
-        }
-    }
-
-    fn word_embeddings_mut(&mut self) -> &mut Embedding {
-        match self {
-            Self::Bert(m) => &mut m.word_embeddings,
-            Self::DistilBert(m) => &mut m.word_embeddings,
-            Self::Albert(m) => &mut m.word_embeddings,
-            Self::Gte(m) => &mut m.word_embeddings,
-            Self::ModernBert(m) => &mut m.tok_embeddings,
-        }
-    }
-}
 
 /// How `rescale_mlm_head` treats a decoder tied to the word embeddings.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -82,6 +23,22 @@ pub enum RescaleMode {
     Shared,
     /// Give the head its own copy of the matrix and divide only that (an ablation).
     Untie,
+}
+
+impl RescaleMode {
+    /// The mode of an `untie` flag (configs and the command line).
+    pub fn untie_if(untie: bool) -> Self {
+        if untie { Self::Untie } else { Self::Shared }
+    }
+}
+
+/// The one rule for a rescale factor: finite and > 0.
+pub fn check_scale(k: f64) -> Result<()> {
+    if k.is_finite() && k > 0.0 {
+        Ok(())
+    } else {
+        Err(BackboneError::InvalidScale(k))
+    }
 }
 
 #[derive(Module, Debug)]
@@ -95,19 +52,7 @@ pub struct MaskedLm {
 
 impl MaskedLm {
     pub fn load(config: &ModelConfig, weights: &Weights) -> Result<Self> {
-        let path = config.path.as_path();
-        let (encoder, head) = match &config.arch {
-            ArchConfig::Bert(c) => map(Bert::load(weights, c, false, path), Encoder::Bert)?,
-            ArchConfig::Roberta(c) => map(Bert::load(weights, c, true, path), Encoder::Bert)?,
-            ArchConfig::DistilBert(c) => {
-                map(DistilBert::load(weights, c, path), Encoder::DistilBert)?
-            }
-            ArchConfig::Albert(c) => map(Albert::load(weights, c, path), Encoder::Albert)?,
-            ArchConfig::Gte(c) => map(Gte::load(weights, c, path), Encoder::Gte)?,
-            ArchConfig::ModernBert(c) => {
-                map(ModernBert::load(weights, c, path), Encoder::ModernBert)?
-            }
-        };
+        let (encoder, head) = (config.family.load)(config, weights)?;
         Ok(Self {
             encoder,
             head,
@@ -160,9 +105,7 @@ impl MaskedLm {
     /// Divides the decoder projection by `k` (the vocabulary bias and the transform are left
     /// alone). A tied decoder is divided in place, on the shared matrix, unless `mode` unties.
     pub fn rescale_mlm_head(mut self, k: f64, mode: RescaleMode) -> Result<Self> {
-        if !k.is_finite() || k <= 0.0 {
-            return Err(BackboneError::InvalidScale(k));
-        }
+        check_scale(k)?;
         if mode == RescaleMode::Untie && self.is_tied() {
             let copy = self.tied_embeddings().div_scalar(k).detach();
             self.head.decoder = Some(Param::from_tensor(copy));
@@ -187,10 +130,6 @@ impl MaskedLm {
     }
 }
 
-fn map<E>(loaded: Result<(E, MlmHead)>, wrap: fn(E) -> Encoder) -> Result<(Encoder, MlmHead)> {
-    loaded.map(|(encoder, head)| (wrap(encoder), head))
-}
-
 /// A checkpoint loaded for use: its files, config, model and tokenizer.
 pub struct Backbone {
     pub checkpoint: Checkpoint,
@@ -211,9 +150,9 @@ impl Backbone {
         // mismatched checkpoint than the weight errors that would follow.
         let tokenizer = TextTokenizer::from_file(
             &checkpoint.tokenizer,
-            config.pad_token_id(),
-            config.vocab_size(),
-            max_length.min(config.max_positions()),
+            config.dims.pad_token_id,
+            config.dims.vocab_size,
+            max_length.min(config.dims.max_positions),
         )?;
         let weights = Weights::open(&checkpoint.weights, device)?;
         let model = MaskedLm::load(&config, &weights)?;

@@ -99,8 +99,39 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("error: {error:#}");
+            eprintln!("error: {}", render(&error));
             ExitCode::FAILURE
         }
+    }
+}
+
+/// The error and its causes, each said once: the crates' errors embed their source in their
+/// own message (`path: No such file or directory`), which the plain chain would repeat.
+fn render(error: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in error.chain().map(|cause| cause.to_string()) {
+        if !text.contains(&cause) {
+            if !text.is_empty() {
+                text.push_str(": ");
+            }
+            text.push_str(&cause);
+        }
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::render;
+
+    #[test]
+    fn a_cause_already_in_the_message_is_not_repeated() {
+        let missing = std::io::Error::new(std::io::ErrorKind::NotFound, "No such file");
+        let error = lsr_files::FileError::io("config.json", missing);
+        let error = anyhow::Error::from(error).context("loading the backbone");
+        assert_eq!(
+            render(&error),
+            "loading the backbone: config.json: No such file"
+        );
     }
 }

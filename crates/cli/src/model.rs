@@ -1,3 +1,6 @@
+//! The arguments every encoding command shares (checkpoint, k, rescale mode, device,
+//! precision) and the one place they become a `SpladeEncoder`.
+
 use anyhow::Result;
 use clap::Args;
 use lsr_backbone::{Backbone, Precision, RescaleMode, parse_device};
@@ -29,11 +32,7 @@ impl ModelArgs {
         let device = parse_device(self.device.as_deref())?;
         let mut backbone = Backbone::load(&self.checkpoint, &device, max_length)?;
         backbone.model = backbone.model.with_precision(self.precision);
-        let mode = if self.untie {
-            RescaleMode::Untie
-        } else {
-            RescaleMode::Shared
-        };
+        let mode = RescaleMode::untie_if(self.untie);
         Ok(SpladeEncoder::new(backbone, self.k, mode)?)
     }
 }

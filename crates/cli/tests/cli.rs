@@ -12,6 +12,13 @@ fn json_lines(output: &[u8]) -> Vec<serde_json::Value> {
         .collect()
 }
 
+/// What `lsr` says on stderr when it fails with exit code 1.
+fn error_of(command: &mut assert_cmd::Command) -> String {
+    let out = command.output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    String::from_utf8(out.stderr).unwrap()
+}
+
 #[test]
 fn check_passes_on_flex_in_both_precisions() {
     for precision in ["f32", "bf16-mixed"] {
@@ -126,20 +133,8 @@ fn encode_plain_output_shows_top_terms_with_tokens() {
 
 #[test]
 fn invalid_k_is_an_error_not_a_panic() {
-    let out = lsr()
-        .args([
-            "encode",
-            "--checkpoint",
-            &fixture("bert"),
-            "--k",
-            "0",
-            "--text",
-            "a",
-        ])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    let stderr = String::from_utf8(out.stderr).unwrap();
+    let bert = fixture("bert");
+    let stderr = error_of(lsr().args(["encode", "--checkpoint", &bert, "--k", "0", "--text", "a"]));
     assert!(stderr.contains("k must be finite and > 0"), "{stderr}");
 }
 
@@ -175,4 +170,30 @@ fn norms_json_reports_head_statistics_per_checkpoint() {
         rows[1]["row_norm_max"].as_f64().unwrap(),
     );
     assert!(0.0 < min && min <= mean && mean <= max);
+}
+
+#[test]
+fn a_report_of_a_matrix_not_run_yet_says_so_and_names_the_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let stderr = error_of(lsr().arg("report").arg(dir.path().join("table1")));
+    assert!(stderr.contains("no results yet"), "{stderr}");
+    assert!(
+        stderr.contains("lsr matrix run experiments/table1.toml"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn an_unreadable_file_is_named_once_with_its_cause_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing.trec");
+    let mut command = lsr();
+    command
+        .args(["evaluate", "--run"])
+        .arg(&missing)
+        .arg("--qrels")
+        .arg(&missing);
+    let stderr = error_of(&mut command);
+    assert_eq!(stderr.matches("missing.trec").count(), 1, "{stderr}");
+    assert_eq!(stderr.matches("os error 2").count(), 1, "{stderr}");
 }

@@ -284,10 +284,7 @@ fn parquet_error(path: &Path, e: impl std::fmt::Display) -> EvalError {
 /// The string columns `names` of a parquet file, row by row.
 fn parquet_columns(path: &Path, names: &[&str]) -> Result<Vec<Vec<Option<String>>>> {
     use polars::prelude::*;
-    let file = std::fs::File::open(path).map_err(|source| EvalError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let file = std::fs::File::open(path).map_err(|source| EvalError::io(path, source))?;
     let frame = ParquetReader::new(file)
         .finish()
         .map_err(|e| parquet_error(path, e))?;

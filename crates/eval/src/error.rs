@@ -1,13 +1,13 @@
+//! The evaluation crate's one error type.
+
 use std::path::PathBuf;
 
 /// Errors name the file and, for content errors, the 1-based line.
 #[derive(Debug, thiserror::Error)]
 pub enum EvalError {
-    #[error("{path}: {source}")]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    /// A file that could not be read or written.
+    #[error(transparent)]
+    Files(#[from] lsr_files::FileError),
     #[error("{path}:{line}: {message}")]
     Line {
         path: PathBuf,
@@ -32,10 +32,7 @@ pub type Result<T, E = EvalError> = std::result::Result<T, E>;
 
 impl EvalError {
     pub(crate) fn io(path: &std::path::Path, source: std::io::Error) -> Self {
-        Self::Io {
-            path: path.to_path_buf(),
-            source,
-        }
+        lsr_files::FileError::io(path, source).into()
     }
 
     pub(crate) fn line(path: &std::path::Path, line: usize, message: impl Into<String>) -> Self {

@@ -248,10 +248,7 @@ fn missing(download: &Download, root: &Path, why: &str) -> EvalError {
 
 /// Downloads `url` into a temporary file under `root`.
 fn get(url: &str, root: &Path) -> Result<PathBuf> {
-    let io = |source| EvalError::Io {
-        path: root.to_path_buf(),
-        source,
-    };
+    let io = |source| EvalError::io(root, source);
     std::fs::create_dir_all(root).map_err(io)?;
     let response = ureq::get(url)
         .call()
@@ -266,10 +263,7 @@ fn get(url: &str, root: &Path) -> Result<PathBuf> {
 }
 
 fn hub_file(repo: &str, file: &str, dest: &Path) -> Result<()> {
-    let io = |source| EvalError::Io {
-        path: dest.to_path_buf(),
-        source,
-    };
+    let io = |source| EvalError::io(dest, source);
     let api = hf_hub::api::sync::ApiBuilder::from_env()
         .build()
         .map_err(|e| io(std::io::Error::other(e)))?;
@@ -285,15 +279,10 @@ fn hub_file(repo: &str, file: &str, dest: &Path) -> Result<()> {
 /// Extracts the payload's members of `archive` to their places under `root`; every member
 /// must be found.
 pub fn install(archive: &Path, payload: &Payload, root: &Path) -> Result<()> {
-    let io = |path: &Path, source| EvalError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
+    let io = |path: &Path, source| EvalError::io(path, source);
     let open = || std::fs::File::open(archive).map_err(|e| io(archive, e));
     let write = |dest: &Path, reader: &mut dyn Read| {
-        crate::atomic::write_atomically(&root.join(dest), |out| {
-            std::io::copy(reader, out).map(drop)
-        })
+        lsr_files::write_atomically(&root.join(dest), |out| std::io::copy(reader, out).map(drop))
     };
     let matches =
         |name: &str, member: &str| name == member || name.ends_with(&format!("/{member}"));

@@ -5,7 +5,6 @@
 //! MAP) with per-query values, and the FLOPs of the SPLADE papers. Only [`pipeline`] touches a
 //! model; everything else works on runs made elsewhere too.
 
-pub mod atomic;
 pub mod datasets;
 pub mod error;
 pub mod fetch;

@@ -18,13 +18,14 @@ use lsr_backbone::Precision;
 use lsr_splade::SpladeEncoder;
 use serde::Serialize;
 
-use crate::atomic::write_json;
 use crate::datasets::Dataset;
 use crate::error::Result;
 use crate::flops::{Sparsity, sparsity};
-use crate::index::IndexBuilder;
+use crate::index::{IndexBuilder, InvertedIndex};
 use crate::metrics::{Measure, evaluate};
+use crate::trec::Qrels;
 use crate::vectors::VectorWriter;
+use lsr_files::write_json;
 
 /// Documents read ahead and sorted by length before batching, so that a batch pads little.
 const SORT_WINDOW: usize = 4096;
@@ -67,26 +68,53 @@ pub fn evaluate_dataset(
     settings: &EvalSettings,
     out_dir: &Path,
 ) -> Result<DatasetReport> {
-    let doc_tokenizer = encoder
+    let start = Instant::now();
+    let index = index_corpus(encoder, dataset, settings, out_dir)?;
+    let (queries, qrels) = dataset.queries_and_qrels()?;
+    let queries = encode_queries(encoder, queries, settings, out_dir)?;
+    let encode_seconds = start.elapsed().as_secs_f64();
+    let judged_documents_missing_from_corpus = judged_missing(dataset, &index, &queries, &qrels);
+    let run = dataset.prepare_run(index.retrieve(&queries, settings.top_k));
+    run.write(&out_dir.join("run.trec"), "lsr")?;
+    let evaluation = evaluate(&run, &qrels, &settings.measures, dataset.relevance_level);
+    let report = DatasetReport {
+        dataset: dataset.name.clone(),
+        metrics: evaluation.mean.clone(),
+        sparsity: sparsity(&index, queries.iter().map(|(_, v)| v.as_slice())),
+        queries_evaluated: evaluation.queries_evaluated,
+        queries_without_results: evaluation.queries_without_results,
+        judged_documents_missing_from_corpus,
+        relevance_level: dataset.relevance_level,
+        encode_seconds,
+        precision: encoder.backbone.model.precision,
+        settings: settings.clone(),
+    };
+    write_json(&out_dir.join("per_query.json"), &evaluation.per_query)?;
+    write_json(&out_dir.join("metrics.json"), &report)?;
+    Ok(report)
+}
+
+/// Encodes the corpus, streamed in windows sorted by length (fewer pads per batch), into the
+/// inverted index and `corpus.vectors`.
+fn index_corpus(
+    encoder: &SpladeEncoder,
+    dataset: &Dataset,
+    settings: &EvalSettings,
+    out_dir: &Path,
+) -> Result<InvertedIndex> {
+    let tokenizer = encoder
         .backbone
         .tokenizer
         .with_max_length(settings.doc_max_length)?;
-    let query_tokenizer = encoder
-        .backbone
-        .tokenizer
-        .with_max_length(settings.query_max_length)?;
-    let vocab = encoder.backbone.config.vocab_size();
-    let start = Instant::now();
-
     let progress = progress_bar(&format!("{} corpus", dataset.name));
-    let mut builder = IndexBuilder::new(vocab);
+    let mut builder = IndexBuilder::new(encoder.backbone.config.dims.vocab_size);
     let mut writer = VectorWriter::create(&out_dir.join("corpus.vectors"))?;
     let mut window: Vec<(String, String)> = Vec::with_capacity(SORT_WINDOW);
     let mut flush = |window: &mut Vec<(String, String)>| -> Result<()> {
         window.sort_by_key(|(_, text)| text.len());
         for batch in window.chunks(settings.batch_size.max(1)) {
             let texts: Vec<&str> = batch.iter().map(|(_, t)| t.as_str()).collect();
-            let vectors = encoder.encode_with(&doc_tokenizer, &texts, texts.len())?;
+            let vectors = encoder.encode_with(&tokenizer, &texts, texts.len())?;
             for ((id, _), vector) in batch.iter().zip(vectors) {
                 builder.add(id, &vector.terms)?;
                 writer.write(id, &vector.terms)?;
@@ -106,54 +134,57 @@ pub fn evaluate_dataset(
     flush(&mut window)?;
     writer.finish()?;
     progress.finish_and_clear();
-    let index = builder.build();
+    Ok(builder.build())
+}
 
-    let (queries, qrels) = dataset.queries_and_qrels()?;
+/// The queries' sparse vectors, by query id, also written to `queries.vectors`.
+fn encode_queries(
+    encoder: &SpladeEncoder,
+    queries: Vec<(String, String)>,
+    settings: &EvalSettings,
+    out_dir: &Path,
+) -> Result<Vec<(String, Vec<(u32, f32)>)>> {
+    let tokenizer = encoder
+        .backbone
+        .tokenizer
+        .with_max_length(settings.query_max_length)?;
     let texts: Vec<&str> = queries.iter().map(|(_, t)| t.as_str()).collect();
-    let vectors = encoder.encode_with(&query_tokenizer, &texts, settings.batch_size)?;
-    let encode_seconds = start.elapsed().as_secs_f64();
-    let mut query_writer = VectorWriter::create(&out_dir.join("queries.vectors"))?;
+    let vectors = encoder.encode_with(&tokenizer, &texts, settings.batch_size)?;
+    let mut writer = VectorWriter::create(&out_dir.join("queries.vectors"))?;
     let queries: Vec<(String, Vec<(u32, f32)>)> = queries
         .into_iter()
         .zip(vectors)
         .map(|((id, _), v)| (id, v.terms))
         .collect();
     for (id, terms) in &queries {
-        query_writer.write(id, terms)?;
+        writer.write(id, terms)?;
     }
-    query_writer.finish()?;
+    writer.finish()?;
+    Ok(queries)
+}
 
-    let judged_documents_missing_from_corpus = queries
+/// Judged documents of the evaluated queries that the corpus lacks (a sign of a mismatched
+/// corpus and qrels), counted and warned about.
+fn judged_missing(
+    dataset: &Dataset,
+    index: &InvertedIndex,
+    queries: &[(String, Vec<(u32, f32)>)],
+    qrels: &Qrels,
+) -> usize {
+    let missing = queries
         .iter()
         .filter_map(|(id, _)| qrels.queries.get(id))
         .flat_map(|judged| judged.keys())
         .filter(|doc| !index.contains(doc))
         .count();
-    if judged_documents_missing_from_corpus > 0 {
+    if missing > 0 {
         tracing::warn!(
-            "{}: {judged_documents_missing_from_corpus} judged documents are not in {}",
+            "{}: {missing} judged documents are not in {}",
             dataset.name,
             dataset.corpus.display()
         );
     }
-    let run = dataset.prepare_run(index.retrieve(&queries, settings.top_k));
-    run.write(&out_dir.join("run.trec"), "lsr")?;
-    let evaluation = evaluate(&run, &qrels, &settings.measures, dataset.relevance_level);
-    let report = DatasetReport {
-        dataset: dataset.name.clone(),
-        metrics: evaluation.mean.clone(),
-        sparsity: sparsity(&index, queries.iter().map(|(_, v)| v.as_slice())),
-        queries_evaluated: evaluation.queries_evaluated,
-        queries_without_results: evaluation.queries_without_results,
-        judged_documents_missing_from_corpus,
-        relevance_level: dataset.relevance_level,
-        encode_seconds,
-        precision: encoder.backbone.model.precision,
-        settings: settings.clone(),
-    };
-    write_json(&out_dir.join("per_query.json"), &evaluation.per_query)?;
-    write_json(&out_dir.join("metrics.json"), &report)?;
-    Ok(report)
+    missing
 }
 
 fn progress_bar(label: &str) -> ProgressBar {

@@ -24,10 +24,7 @@ pub struct Run {
 
 /// Opens a file, decompressing it when its name ends in `.gz`.
 pub fn open_text(path: &Path) -> Result<Box<dyn BufRead>> {
-    let file = std::fs::File::open(path).map_err(|source| EvalError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let file = std::fs::File::open(path).map_err(|source| EvalError::io(path, source))?;
     let reader: Box<dyn Read> = if path.extension().is_some_and(|e| e == "gz") {
         Box::new(flate2::read::MultiGzDecoder::new(file))
     } else {
@@ -172,14 +169,15 @@ impl Run {
     /// Writes the run in TREC format, each query ranked as trec_eval ranks it, atomically
     /// (a temporary file renamed into place).
     pub fn write(&self, path: &Path, tag: &str) -> Result<()> {
-        crate::atomic::write_atomically(path, |out| {
+        lsr_files::write_atomically(path, |out| {
             for (query, docs) in &self.queries {
                 for (rank, (doc, score)) in ranked(docs).into_iter().enumerate() {
                     writeln!(out, "{query} Q0 {doc} {} {score} {tag}", rank + 1)?;
                 }
             }
             Ok(())
-        })
+        })?;
+        Ok(())
     }
 }
 

@@ -22,10 +22,7 @@ impl VectorWriter {
             .parent()
             .filter(|p| !p.as_os_str().is_empty())
             .unwrap_or(Path::new("."));
-        let io = |source| EvalError::Io {
-            path: path.to_path_buf(),
-            source,
-        };
+        let io = |source| EvalError::io(path, source);
         std::fs::create_dir_all(dir).map_err(io)?;
         let mut out = BufWriter::new(tempfile::NamedTempFile::new_in(dir).map_err(io)?);
         out.write_all(MAGIC).map_err(io)?;
@@ -37,10 +34,7 @@ impl VectorWriter {
     }
 
     pub fn write(&mut self, id: &str, terms: &[(u32, f32)]) -> Result<()> {
-        let io = |source| EvalError::Io {
-            path: self.path.clone(),
-            source,
-        };
+        let io = |source| EvalError::io(&self.path, source);
         let mut record = Vec::with_capacity(8 + id.len() + terms.len() * 8);
         record.extend_from_slice(&(id.len() as u32).to_le_bytes());
         record.extend_from_slice(id.as_bytes());
@@ -57,10 +51,7 @@ impl VectorWriter {
     /// Flushes and renames the file into place; returns the number of vectors.
     pub fn finish(self) -> Result<usize> {
         let path = self.path.clone();
-        let io = |source| EvalError::Io {
-            path: path.clone(),
-            source,
-        };
+        let io = |source| EvalError::io(&path, source);
         let file = self.out.into_inner().map_err(|e| io(e.into_error()))?;
         file.as_file().sync_all().map_err(io)?;
         file.persist(&path).map_err(|e| io(e.error))?;
@@ -73,10 +64,7 @@ pub fn read_vectors(
     path: &Path,
     mut each: impl FnMut(&str, &[(u32, f32)]) -> Result<()>,
 ) -> Result<usize> {
-    let file = std::fs::File::open(path).map_err(|source| EvalError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let file = std::fs::File::open(path).map_err(|source| EvalError::io(path, source))?;
     let mut input = BufReader::with_capacity(1 << 20, file);
     let corrupt = |record: usize, what: &str| EvalError::File {
         path: path.to_path_buf(),

@@ -103,7 +103,7 @@ fn index_retrieval_matches_brute_force_dot_products() {
     let docs = vectors(&out.join("corpus.vectors"));
     let queries = vectors(&out.join("queries.vectors"));
     assert_eq!(docs.len(), DOCS.len());
-    let vocab = encoder.backbone.config.vocab_size();
+    let vocab = encoder.backbone.config.dims.vocab_size;
     let dense = |terms: &[(u32, f32)]| {
         let mut v = vec![0f64; vocab];
         for &(t, w) in terms {

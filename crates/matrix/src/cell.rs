@@ -1,9 +1,9 @@
 //! One cell of the matrix; the files of its results directory are described in
-//! `lsr_report::layout`.
+//! `lsr_files::layout`.
 
 use std::path::{Path, PathBuf};
 
-use lsr_report::{CellState, cell_state};
+use lsr_files::{CellState, cell_state};
 use lsr_train::TrainConfig;
 
 use crate::error::Result;

@@ -1,3 +1,5 @@
+//! The matrix crate's one error type.
+
 use std::path::PathBuf;
 
 /// Errors of a matrix file or of running it. Cell failures are not errors of the matrix: they
@@ -10,11 +12,9 @@ pub enum MatrixError {
         line: Option<usize>,
         message: String,
     },
-    #[error("{path}: {source}")]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    /// A file that could not be read or written.
+    #[error(transparent)]
+    Files(#[from] lsr_files::FileError),
     #[error("no cell `{0}` in the matrix; `lsr matrix list FILE` shows the ids")]
     UnknownCell(String),
     #[error(transparent)]
@@ -31,9 +31,6 @@ pub type Result<T, E = MatrixError> = std::result::Result<T, E>;
 
 impl MatrixError {
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        Self::Io {
-            path: path.into(),
-            source,
-        }
+        lsr_files::FileError::io(path, source).into()
     }
 }

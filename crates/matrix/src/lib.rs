@@ -14,6 +14,6 @@ pub mod spec;
 
 pub use cell::Cell;
 pub use error::{MatrixError, Result};
-pub use lsr_report::CellState;
+pub use lsr_files::CellState;
 pub use runner::{RunOptions, run_cells};
 pub use spec::Matrix;

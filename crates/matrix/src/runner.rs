@@ -11,8 +11,8 @@ use lsr_splade::SpladeEncoder;
 use lsr_train::Outcome;
 use serde::Serialize;
 
-use lsr_report::layout::{FAILURE, INFO, MATRIX, METRICS};
-use lsr_report::{CellInfo, CellState};
+use lsr_files::layout::{FAILURE, INFO, MATRIX, METRICS};
+use lsr_files::{CellInfo, CellState};
 
 use crate::cell::Cell;
 use crate::error::{MatrixError, Result};
@@ -193,5 +193,5 @@ fn git_commit() -> Option<String> {
 }
 
 fn write_json(path: &Path, value: &impl Serialize) -> Result<()> {
-    Ok(lsr_eval::atomic::write_json(path, value)?)
+    Ok(lsr_files::write_json(path, value)?)
 }

@@ -5,7 +5,7 @@ use std::fmt::Write;
 
 use crate::error::Result;
 use crate::spec::Matrix;
-use lsr_report::CellState;
+use lsr_files::CellState;
 
 /// What the array tasks request.
 #[derive(Clone, Debug)]

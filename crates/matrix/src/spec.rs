@@ -92,109 +92,29 @@ impl Matrix {
     /// errors naming the file and, where TOML knows it, the line.
     pub fn load(path: &Path) -> Result<Self> {
         let text = std::fs::read_to_string(path).map_err(|e| MatrixError::io(path, e))?;
-        let fail = |line: Option<usize>, message: String| MatrixError::Spec {
-            path: path.to_path_buf(),
-            line,
-            message,
-        };
-        let line_of =
-            |offset: usize| Some(text[..offset.min(text.len())].matches('\n').count() + 1);
+        let source = Source { path, text: &text };
         let file: MatrixFile = toml::from_str(&text).map_err(|e| {
-            let line = e.span().and_then(|span| line_of(span.start));
-            fail(line, e.message().to_string())
+            let line = e.span().and_then(|span| source.line_of(span.start));
+            source.fail(line, e.message().to_string())
         })?;
         if file.backbone.is_empty() {
-            return Err(fail(
-                None,
-                "no [[backbone]] tables: the matrix has no cells".into(),
-            ));
+            let message = "no [[backbone]] tables: the matrix has no cells";
+            return Err(source.fail(None, message.into()));
         }
         if file.eval.datasets.is_empty() {
-            return Err(fail(None, "eval.datasets is empty".into()));
+            return Err(source.fail(None, "eval.datasets is empty".into()));
         }
-        let check_grid = |grid: &[Spanned<f64>]| -> Result<Vec<f64>> {
-            if grid.is_empty() {
-                return Err(fail(None, "a k grid is empty".into()));
-            }
-            grid.iter()
-                .map(|k| {
-                    let value = *k.get_ref();
-                    if value.is_finite() && value > 0.0 {
-                        Ok(value)
-                    } else {
-                        Err(fail(
-                            line_of(k.span().start),
-                            format!("k must be finite and > 0, got {value}"),
-                        ))
-                    }
-                })
-                .collect()
-        };
-        let shared_grid = check_grid(&file.k)?;
+        let shared_grid = source.grid(&file.k)?;
         let mut cells = Vec::new();
-        let mut names = Vec::new();
+        let mut names: Vec<String> = Vec::new();
         for backbone in &file.backbone {
-            let name = backbone.name.get_ref();
-            let line = line_of(backbone.name.span().start);
-            if name.is_empty()
-                || !name
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-            {
-                return Err(fail(
-                    line,
-                    format!("backbone name `{name}` must be letters, digits, - or _"),
-                ));
-            }
-            if names.contains(name) {
-                return Err(fail(line, format!("backbone `{name}` appears twice")));
-            }
-            names.push(name.clone());
-            let grid = match &backbone.k {
-                Some(grid) => check_grid(grid)?,
-                None => shared_grid.clone(),
-            };
-            let mut recipe_table = file.recipe.clone();
-            recipe_table.extend(backbone.recipe.clone());
-            let recipe: Recipe =
-                toml::Value::Table(recipe_table)
-                    .try_into()
-                    .map_err(|e: toml::de::Error| {
-                        fail(
-                            line,
-                            format!("recipe of backbone `{name}`: {}", e.message()),
-                        )
-                    })?;
-            for k in grid {
-                let id = cell_id(name, k);
-                let config = TrainConfig {
-                    model: ModelSpec {
-                        checkpoint: backbone.checkpoint.clone(),
-                        k,
-                        untie: backbone.untie,
-                    },
-                    recipe: recipe.clone(),
-                    data: file.data.clone(),
-                    output: file.results.join(&id),
-                    checkpoints: Some(file.checkpoints.join(&id)),
-                    device: file.device.clone(),
-                }
-                .validated(&format!("{} (cell {id})", path.display()))?;
-                cells.push(Cell {
-                    id,
-                    backbone: name.clone(),
-                    k,
-                    config,
-                });
-            }
+            let name = source.backbone_name(backbone, &names)?;
+            cells.extend(source.cells(&file, backbone, &shared_grid)?);
+            names.push(name);
         }
-        for result in &file.paper {
-            if !names.contains(&result.backbone) {
-                return Err(fail(
-                    None,
-                    format!("[[paper]] names unknown backbone `{}`", result.backbone),
-                ));
-            }
+        if let Some(result) = file.paper.iter().find(|r| !names.contains(&r.backbone)) {
+            let message = format!("[[paper]] names unknown backbone `{}`", result.backbone);
+            return Err(source.fail(None, message));
         }
         Ok(Self {
             path: path.to_path_buf(),
@@ -223,6 +143,113 @@ pub fn cell_id(backbone: &str, k: f64) -> String {
         format!("{backbone}-k{plain}")
     } else {
         format!("{backbone}-k{k:e}")
+    }
+}
+
+/// The matrix file's text, for errors that name its path and line.
+struct Source<'a> {
+    path: &'a Path,
+    text: &'a str,
+}
+
+impl Source<'_> {
+    fn fail(&self, line: Option<usize>, message: String) -> MatrixError {
+        MatrixError::Spec {
+            path: self.path.to_path_buf(),
+            line,
+            message,
+        }
+    }
+
+    /// The 1-based line of byte `offset`.
+    fn line_of(&self, offset: usize) -> Option<usize> {
+        Some(
+            self.text[..offset.min(self.text.len())]
+                .matches('\n')
+                .count()
+                + 1,
+        )
+    }
+
+    /// A k grid with every k checked, errors at the k's line.
+    fn grid(&self, grid: &[Spanned<f64>]) -> Result<Vec<f64>> {
+        if grid.is_empty() {
+            return Err(self.fail(None, "a k grid is empty".into()));
+        }
+        grid.iter()
+            .map(|k| {
+                let value = *k.get_ref();
+                lsr_backbone::check_scale(value)
+                    .map(|()| value)
+                    .map_err(|e| self.fail(self.line_of(k.span().start), e.to_string()))
+            })
+            .collect()
+    }
+
+    /// The backbone's name, checked to be a usable, unused directory-name part.
+    fn backbone_name(&self, backbone: &BackboneSpec, taken: &[String]) -> Result<String> {
+        let name = backbone.name.get_ref();
+        let line = self.line_of(backbone.name.span().start);
+        let allowed = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '_';
+        if name.is_empty() || !name.chars().all(allowed) {
+            let message = format!("backbone name `{name}` must be letters, digits, - or _");
+            return Err(self.fail(line, message));
+        }
+        if taken.contains(name) {
+            return Err(self.fail(line, format!("backbone `{name}` appears twice")));
+        }
+        Ok(name.clone())
+    }
+
+    /// The backbone's cells, one per k of its grid, each a validated training config with the
+    /// shared recipe under the backbone's own.
+    fn cells(
+        &self,
+        file: &MatrixFile,
+        backbone: &BackboneSpec,
+        shared_grid: &[f64],
+    ) -> Result<Vec<Cell>> {
+        let name = backbone.name.get_ref();
+        let line = self.line_of(backbone.name.span().start);
+        let grid = match &backbone.k {
+            Some(grid) => self.grid(grid)?,
+            None => shared_grid.to_vec(),
+        };
+        let mut recipe_table = file.recipe.clone();
+        recipe_table.extend(backbone.recipe.clone());
+        let recipe: Recipe =
+            toml::Value::Table(recipe_table)
+                .try_into()
+                .map_err(|e: toml::de::Error| {
+                    self.fail(
+                        line,
+                        format!("recipe of backbone `{name}`: {}", e.message()),
+                    )
+                })?;
+        grid.into_iter()
+            .map(|k| {
+                let id = cell_id(name, k);
+                let config = TrainConfig {
+                    model: ModelSpec {
+                        checkpoint: backbone.checkpoint.clone(),
+                        k,
+                        untie: backbone.untie,
+                    },
+                    recipe: recipe.clone(),
+                    data: file.data.clone(),
+                    output: file.results.join(&id),
+                    checkpoints: Some(file.checkpoints.join(&id)),
+                    device: file.device.clone(),
+                }
+                .validated(&format!("{} (cell {id})", self.path.display()))?;
+                Ok(Cell {
+                    id,
+                    backbone: name.clone(),
+                    k,
+                    config,
+                })
+            })
+            .collect()
     }
 }
 

@@ -1,28 +1,28 @@
+//! The report crate's one error type.
+
 use std::path::PathBuf;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReportError {
-    #[error("{path}: {source}")]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    /// A file that could not be read or written.
+    #[error(transparent)]
+    Files(#[from] lsr_files::FileError),
     #[error("{path}: {message}")]
     Parse { path: PathBuf, message: String },
+    #[error(
+        "{dir}: no results yet (no matrix.json); `lsr matrix run experiments/{name}.toml` (or \
+         `just reproduce {name}`) produces them"
+    )]
+    NoResults { dir: PathBuf, name: String },
     #[error("{path}: drawing failed: {message}")]
     Plot { path: PathBuf, message: String },
-    #[error(transparent)]
-    Train(#[from] lsr_train::TrainError),
 }
 
 pub type Result<T, E = ReportError> = std::result::Result<T, E>;
 
 impl ReportError {
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        Self::Io {
-            path: path.into(),
-            source,
-        }
+        lsr_files::FileError::io(path, source).into()
     }
 
     pub(crate) fn parse(path: impl Into<PathBuf>, message: impl ToString) -> Self {

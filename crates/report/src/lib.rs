@@ -1,18 +1,16 @@
 //! Reporting: everything here reads the results directory of an experiment matrix and nothing
-//! else. It knows the results layout (which files make a cell done, collapsed, failed), and turns
-//! the cells' metrics and training logs into the paper's Table 1 (Markdown, CSV, LaTeX, with the
+//! else. Through the results layout (`lsr-files`: which files make a cell done, collapsed,
+//! failed) it turns the cells' metrics and training logs into the paper's Table 1 (Markdown, CSV, LaTeX, with the
 //! paper's numbers beside ours and the best k per backbone marked), a per-dataset table, loss
 //! curves per backbone and the nDCG-vs-FLOPs trade-off (PNG and SVG, text drawn with a bundled
 //! font so no system fonts are needed).
 
 pub mod error;
-pub mod layout;
 pub mod plots;
 pub mod results;
 pub mod table;
 
 pub use error::{ReportError, Result};
-pub use layout::{CellInfo, CellState, cell_state};
 pub use results::MatrixResults;
 
 use std::path::Path;

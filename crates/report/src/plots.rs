@@ -11,9 +11,9 @@ use plotters::prelude::*;
 use plotters::style::{FontStyle, register_font};
 
 use crate::error::{ReportError, Result};
-use crate::layout::CellState;
 use crate::results::MatrixResults;
 use crate::table::primary_measure;
+use lsr_files::CellState;
 
 /// DejaVu Sans (Bitstream Vera licence, `assets/DejaVuSans-LICENSE`), so text renders on
 /// machines without fonts.

@@ -8,7 +8,8 @@ use polars::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{ReportError, Result};
-use crate::layout::{CellState, MATRIX, METRICS, cell_state};
+use lsr_files::layout::{MATRIX, METRICS};
+use lsr_files::{CellState, cell_state};
 
 /// A number the paper reports, printed beside ours (`[[paper]]` of a matrix file).
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -90,6 +91,13 @@ pub struct MatrixResults {
 impl MatrixResults {
     /// Reads `<dir>/matrix.json` and every cell's directory (absent files: a cell not run yet).
     pub fn read(dir: &Path) -> Result<Self> {
+        if !dir.join(MATRIX).exists() {
+            let name = dir.file_name().map(|n| n.to_string_lossy().into_owned());
+            return Err(ReportError::NoResults {
+                dir: dir.to_path_buf(),
+                name: name.unwrap_or_else(|| "<matrix>".into()),
+            });
+        }
         let matrix: MatrixFile = read_json(&dir.join(MATRIX))?;
         let mut cells = Vec::new();
         for entry in matrix.cells {

@@ -110,14 +110,24 @@ fn k_text(k: f64) -> String {
 /// `datasets.md` and `datasets.csv`.
 pub fn write_tables(matrix: &MatrixResults, out: &Path) -> Result<Vec<PathBuf>> {
     let columns = columns(matrix);
-    let mut written = Vec::new();
+    let (md, tex) = table1_text(matrix, &columns);
+    let mut written = vec![
+        write_text(&out.join("table1.md"), &md)?,
+        write_text(&out.join("table1.tex"), &tex)?,
+        write_csv(&out.join("table1.csv"), table1_frame(matrix, &columns))?,
+    ];
+    written.extend(write_dataset_tables(matrix, out)?);
+    Ok(written)
+}
 
+/// Table 1 as Markdown and as LaTeX, the best value per backbone in bold.
+fn table1_text(matrix: &MatrixResults, columns: &[TableColumn]) -> (String, String) {
     let mut md = String::from("| backbone | k |");
     let mut tex = format!(
         "\\begin{{tabular}}{{ll{}l}}\n\\toprule\nbackbone & $k$",
         "r".repeat(columns.len())
     );
-    for column in &columns {
+    for column in columns {
         md.push_str(&format!(" {} |", column.header));
         tex.push_str(&format!(" & {}", column.header.replace('%', "\\%")));
     }
@@ -128,7 +138,7 @@ pub fn write_tables(matrix: &MatrixResults, out: &Path) -> Result<Vec<PathBuf>> 
     for (row, cell) in matrix.cells.iter().enumerate() {
         md.push_str(&format!("| {} | {} |", cell.backbone, k_text(cell.k)));
         tex.push_str(&format!("{} & {}", cell.backbone, k_text(cell.k)));
-        for column in &columns {
+        for column in columns {
             let text = number(column.values[row], &column.header);
             if is_best(matrix, column, row) {
                 md.push_str(&format!(" **{text}** |"));
@@ -143,11 +153,13 @@ pub fn write_tables(matrix: &MatrixResults, out: &Path) -> Result<Vec<PathBuf>> 
     }
     tex.push_str("\\bottomrule\n\\end{tabular}\n");
     md.push_str("\nBold: the best value of the column among the backbone's k. –: not available (cell not done, collapsed, or not reported).\n");
-    written.push(write_text(&out.join("table1.md"), &md)?);
-    written.push(write_text(&out.join("table1.tex"), &tex)?);
+    (md, tex)
+}
 
+/// Table 1 as CSV columns: keys, values, which columns are the backbone's best, status.
+fn table1_frame(matrix: &MatrixResults, columns: &[TableColumn]) -> Vec<Column> {
     let mut frame_columns = key_columns(matrix);
-    for column in &columns {
+    for column in columns {
         frame_columns.push(Column::new(
             column.header.as_str().into(),
             column.values.clone(),
@@ -172,65 +184,70 @@ pub fn write_tables(matrix: &MatrixResults, out: &Path) -> Result<Vec<PathBuf>> 
             .map(|c| c.state.to_string())
             .collect::<Vec<_>>(),
     ));
-    written.push(write_csv(&out.join("table1.csv"), frame_columns)?);
+    frame_columns
+}
 
-    let groups: Vec<(&String, Vec<String>)> = matrix
+/// The per-data-set table (Markdown and CSV) of the matrix's grouped data sets (BEIR-13's
+/// members), each in its primary measure; nothing when no data set is a group.
+fn write_dataset_tables(matrix: &MatrixResults, out: &Path) -> Result<Vec<PathBuf>> {
+    let members: Vec<String> = matrix
         .datasets
         .iter()
         .filter_map(|name| {
-            let members = matrix
+            matrix
                 .cells
                 .iter()
-                .find_map(|c| c.metrics.as_ref()?.groups.get(name).cloned())?;
-            Some((name, members))
+                .find_map(|c| c.metrics.as_ref()?.groups.get(name).cloned())
+        })
+        .flatten()
+        .collect();
+    if members.is_empty() {
+        return Ok(Vec::new());
+    }
+    let values: Vec<Vec<Option<f64>>> = members
+        .iter()
+        .map(|member| {
+            let measure = primary_measure(member);
+            matrix
+                .cells
+                .iter()
+                .map(|c| {
+                    c.metrics
+                        .as_ref()?
+                        .datasets
+                        .get(member)?
+                        .metrics
+                        .get(measure)
+                        .copied()
+                })
+                .collect()
         })
         .collect();
-    if !groups.is_empty() {
-        let members: Vec<String> = groups.iter().flat_map(|(_, m)| m.clone()).collect();
-        let mut md = String::from("| backbone | k |");
-        for member in &members {
-            md.push_str(&format!(" {member} |"));
-        }
-        md.push_str("\n|---|---|");
-        md.push_str(&"---:|".repeat(members.len()));
-        md.push('\n');
-        let mut frame_columns = key_columns(matrix);
-        let values: Vec<Vec<Option<f64>>> = members
-            .iter()
-            .map(|member| {
-                let measure = primary_measure(member);
-                matrix
-                    .cells
-                    .iter()
-                    .map(|c| {
-                        c.metrics
-                            .as_ref()?
-                            .datasets
-                            .get(member)?
-                            .metrics
-                            .get(measure)
-                            .copied()
-                    })
-                    .collect()
-            })
-            .collect();
-        for (row, cell) in matrix.cells.iter().enumerate() {
-            md.push_str(&format!("| {} | {} |", cell.backbone, k_text(cell.k)));
-            for column in &values {
-                md.push_str(&format!(" {} |", number(column[row], "")));
-            }
-            md.push('\n');
-        }
-        for (member, column) in members.iter().zip(values) {
-            frame_columns.push(Column::new(
-                format!("{member} {}", primary_measure(member)).into(),
-                column,
-            ));
-        }
-        written.push(write_text(&out.join("datasets.md"), &md)?);
-        written.push(write_csv(&out.join("datasets.csv"), frame_columns)?);
+    let mut md = String::from("| backbone | k |");
+    for member in &members {
+        md.push_str(&format!(" {member} |"));
     }
-    Ok(written)
+    md.push_str("\n|---|---|");
+    md.push_str(&"---:|".repeat(members.len()));
+    md.push('\n');
+    for (row, cell) in matrix.cells.iter().enumerate() {
+        md.push_str(&format!("| {} | {} |", cell.backbone, k_text(cell.k)));
+        for column in &values {
+            md.push_str(&format!(" {} |", number(column[row], "")));
+        }
+        md.push('\n');
+    }
+    let mut frame_columns = key_columns(matrix);
+    for (member, column) in members.iter().zip(values) {
+        frame_columns.push(Column::new(
+            format!("{member} {}", primary_measure(member)).into(),
+            column,
+        ));
+    }
+    Ok(vec![
+        write_text(&out.join("datasets.md"), &md)?,
+        write_csv(&out.join("datasets.csv"), frame_columns)?,
+    ])
 }
 
 /// The row keys of every CSV table: backbone and k.
@@ -258,12 +275,8 @@ fn write_text(path: &Path, text: &str) -> Result<PathBuf> {
     write_bytes(path, text.as_bytes())
 }
 
-/// Written beside the target and renamed over it.
+/// Written atomically; returns the path for the list of files written.
 pub(crate) fn write_bytes(path: &Path, bytes: &[u8]) -> Result<PathBuf> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let mut file = tempfile::NamedTempFile::new_in(dir).map_err(|e| ReportError::io(dir, e))?;
-    std::io::Write::write_all(&mut file, bytes).map_err(|e| ReportError::io(path, e))?;
-    file.persist(path)
-        .map_err(|e| ReportError::io(path, e.error))?;
+    lsr_files::write_bytes(path, bytes)?;
     Ok(path.to_path_buf())
 }

@@ -36,34 +36,29 @@ pub fn save(
     config_toml: &str,
     keep: usize,
 ) -> Result<PathBuf> {
-    let name = format!("step-{:08}", state.step);
-    let target = dir.join(&name);
-    let staging = dir.join(format!("{name}.partial"));
-    let io = |path: &Path, e| TrainError::io(path, e);
-    if staging.exists() {
-        std::fs::remove_dir_all(&staging).map_err(|e| io(&staging, e))?;
-    }
-    std::fs::create_dir_all(&staging).map_err(|e| io(&staging, e))?;
+    let target = dir.join(format!("step-{:08}", state.step));
     let record_error =
         |path: PathBuf, e: burn::store::RecordError| TrainError::checkpoint(path, e.to_string());
-    trainer
-        .model
-        .clone()
-        .save_file(staging.join(MODEL))
-        .map_err(|e| record_error(staging.join(MODEL), e))?;
-    trainer
-        .optimizer
-        .save(staging.join(OPTIMIZER))
-        .map_err(|e| record_error(staging.join(OPTIMIZER), e))?;
-    let state_json = serde_json::to_string_pretty(state).expect("state serialises");
-    std::fs::write(staging.join(STATE), state_json).map_err(|e| io(&staging.join(STATE), e))?;
-    std::fs::write(staging.join(CONFIG), config_toml).map_err(|e| io(&staging.join(CONFIG), e))?;
-    if target.exists() {
-        std::fs::remove_dir_all(&target).map_err(|e| io(&target, e))?;
-    }
-    std::fs::rename(&staging, &target).map_err(|e| io(&target, e))?;
+    lsr_files::write_directory(&target, |staging| -> Result<()> {
+        trainer
+            .model
+            .clone()
+            .save_file(staging.join(MODEL))
+            .map_err(|e| record_error(staging.join(MODEL), e))?;
+        trainer
+            .optimizer
+            .save(staging.join(OPTIMIZER))
+            .map_err(|e| record_error(staging.join(OPTIMIZER), e))?;
+        let state_json = serde_json::to_string_pretty(state).expect("state serialises");
+        let write = |name: &str, text: &str| {
+            std::fs::write(staging.join(name), text)
+                .map_err(|e| TrainError::io(staging.join(name), e))
+        };
+        write(STATE, &state_json)?;
+        write(CONFIG, config_toml)
+    })?;
     for old in complete(dir)?.iter().rev().skip(keep) {
-        std::fs::remove_dir_all(&old.1).map_err(|e| io(&old.1, e))?;
+        std::fs::remove_dir_all(&old.1).map_err(|e| TrainError::io(&old.1, e))?;
     }
     Ok(target)
 }
@@ -128,16 +123,7 @@ pub fn export(path: &Path, out: &Path, device: &burn::prelude::Device) -> Result
     let config = crate::config::TrainConfig::load(&path.join(CONFIG), &[])?;
     let recipe = &config.recipe;
     let max_length = recipe.query_max_length.max(recipe.document_max_length);
-    let backbone = lsr_backbone::Backbone::load(&config.model.checkpoint, device, max_length)?;
-    let mode = if config.model.untie {
-        lsr_backbone::RescaleMode::Untie
-    } else {
-        lsr_backbone::RescaleMode::Shared
-    };
-    let model = backbone
-        .model
-        .clone()
-        .rescale_mlm_head(config.model.k, mode)?;
+    let (backbone, model) = config.model.load_rescaled(device, max_length)?;
     let model = restore_model(path, model)?;
     lsr_backbone::write_checkpoint(&model, &backbone.tensor_names, &backbone.checkpoint, out)?;
     Ok(())

@@ -4,7 +4,8 @@
 
 use std::path::{Path, PathBuf};
 
-use lsr_backbone::Precision;
+use burn::prelude::Device;
+use lsr_backbone::{Backbone, MaskedLm, Precision, RescaleMode};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Result, TrainError};
@@ -37,6 +38,21 @@ pub struct ModelSpec {
     /// With a tied decoder, divide an untied copy instead of the shared matrix (ablation).
     #[serde(default)]
     pub untie: bool,
+}
+
+impl ModelSpec {
+    /// The backbone this spec names (texts truncated to `max_length` tokens) and its model with
+    /// the head divided by k: the one place a run's model is rescaled.
+    pub fn load_rescaled(
+        &self,
+        device: &Device,
+        max_length: usize,
+    ) -> Result<(Backbone, MaskedLm)> {
+        let backbone = Backbone::load(&self.checkpoint, device, max_length)?;
+        let mode = RescaleMode::untie_if(self.untie);
+        let model = backbone.model.clone().rescale_mlm_head(self.k, mode)?;
+        Ok((backbone, model))
+    }
 }
 
 /// Every hyperparameter of a run. The defaults are our reading of naver/splade's SPLADE-max
@@ -194,10 +210,7 @@ impl TrainConfig {
             source_name: source_name.to_string(),
             message: format!("{field}: {message}"),
         };
-        let k = self.model.k;
-        if !k.is_finite() || k <= 0.0 {
-            return Err(fail("model.k", format!("must be finite and > 0, got {k}")));
-        }
+        lsr_backbone::check_scale(self.model.k).map_err(|e| fail("model.k", e.to_string()))?;
         let r = &self.recipe;
         let at_least_one = [
             ("recipe.steps", r.steps),

@@ -1,3 +1,5 @@
+//! The training crate's one error type.
+
 use std::path::PathBuf;
 
 use lsr_backbone::BackboneError;
@@ -18,11 +20,9 @@ pub enum TrainError {
         line: Option<usize>,
         message: String,
     },
-    #[error("{path}: {source}")]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    /// A file that could not be read or written.
+    #[error(transparent)]
+    Files(#[from] lsr_files::FileError),
     #[error("{path}: {message}")]
     Checkpoint { path: PathBuf, message: String },
     #[error(transparent)]
@@ -33,10 +33,7 @@ pub type Result<T, E = TrainError> = std::result::Result<T, E>;
 
 impl TrainError {
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        Self::Io {
-            path: path.into(),
-            source,
-        }
+        lsr_files::FileError::io(path, source).into()
     }
 
     pub(crate) fn data(

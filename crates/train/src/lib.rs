@@ -21,5 +21,5 @@ pub mod trainer;
 pub use config::{DataConfig, ModelSpec, Recipe, Regularizer, TrainConfig};
 pub use error::{Result, TrainError};
 pub use loss::{LossTerms, splade_loss};
-pub use run::{Outcome, RunStatus, StatusFile, train};
+pub use run::{Outcome, train};
 pub use trainer::{StepMetrics, Trainer};

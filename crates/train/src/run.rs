@@ -8,58 +8,16 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use burn::prelude::*;
-use lsr_backbone::{Backbone, RescaleMode, parse_device, write_checkpoint};
-use serde::{Deserialize, Serialize};
+use lsr_backbone::{Backbone, parse_device, write_checkpoint};
+use lsr_files::status::STATUS;
+use lsr_files::{RunStatus, StatusFile};
 
 use crate::checkpoint::{self, RunState};
 use crate::config::TrainConfig;
-use crate::data::{BatchPlan, Batches, TripleSource};
+use crate::data::{BatchPlan, Batches, TrainBatch, TripleSource};
 use crate::error::{Result, TrainError};
 use crate::log::TrainLog;
 use crate::trainer::{StepMetrics, Trainer};
-
-#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum RunStatus {
-    Running,
-    Finished,
-    Collapsed,
-    Failed,
-}
-
-/// `status.json`.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-pub struct StatusFile {
-    pub status: RunStatus,
-    /// Steps taken when this was written.
-    pub step: usize,
-    pub steps: usize,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-    /// The trained model as an HF checkpoint (head already rescaled: evaluate it with k = 1).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub model: Option<PathBuf>,
-}
-
-impl StatusFile {
-    pub fn read(output: &Path) -> Result<Option<Self>> {
-        let path = output.join(STATUS);
-        match std::fs::read(&path) {
-            Ok(bytes) => serde_json::from_slice(&bytes)
-                .map(Some)
-                .map_err(|e| TrainError::data(&path, None, e.to_string())),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(TrainError::io(&path, e)),
-        }
-    }
-
-    fn write(&self, output: &Path) -> Result<()> {
-        let text = serde_json::to_string_pretty(self).expect("status serialises");
-        write_atomically(&output.join(STATUS), text.as_bytes())
-    }
-}
-
-const STATUS: &str = "status.json";
 
 /// How a run ended (errors aside).
 #[derive(Clone, Debug, PartialEq)]
@@ -79,153 +37,186 @@ pub enum Outcome {
 /// refused; with it, the run continues from its newest checkpoint (or returns the recorded end
 /// of a run that is over).
 pub fn train(config: &TrainConfig, resume: bool) -> Result<Outcome> {
-    let output = &config.output;
-    if let Some(previous) = StatusFile::read(output)? {
-        if !resume {
-            return Err(TrainError::Config {
-                source_name: output.join(STATUS).display().to_string(),
-                message: format!(
-                    "this output already holds a run ({:?} at step {}); pass --resume to \
-                     continue it, or choose another output",
-                    previous.status, previous.step
-                ),
-            });
-        }
-        match (previous.status, previous.model, previous.reason) {
-            (RunStatus::Finished, Some(model), _) => {
-                return Ok(Outcome::Finished {
-                    steps: previous.step,
-                    model,
-                });
-            }
-            (RunStatus::Collapsed, _, reason) => {
-                return Ok(Outcome::Collapsed {
-                    step: previous.step,
-                    reason: reason.unwrap_or_default(),
-                });
-            }
-            _ => {}
+    if let Some(ended) = recorded_end(&config.output, resume)? {
+        return Ok(ended);
+    }
+    let mut run = Run::start(config, resume)?;
+    while run.trainer.step < config.recipe.steps {
+        if let Some(collapsed) = run.step()? {
+            return Ok(collapsed);
         }
     }
-    // Everything that can be checked is, before the first file of the run is written.
-    let source = Arc::new(TripleSource::open(&config.data)?);
-    let recipe = &config.recipe;
-    let device = parse_device(config.device.as_deref())?.autodiff();
-    let max_length = recipe.query_max_length.max(recipe.document_max_length);
-    let backbone = Backbone::load(&config.model.checkpoint, &device, max_length)?;
-    let mode = if config.model.untie {
-        RescaleMode::Untie
-    } else {
-        RescaleMode::Shared
-    };
-    let model = backbone
-        .model
-        .clone()
-        .rescale_mlm_head(config.model.k, mode)?;
-    let mut trainer = Trainer::new(model, recipe.clone());
-    std::fs::create_dir_all(output).map_err(|e| TrainError::io(output, e))?;
-    let config_toml = config.to_toml();
-    write_atomically(&output.join(checkpoint::CONFIG), config_toml.as_bytes())?;
+    run.finish()
+}
 
-    let checkpoints = config.checkpoint_dir();
-    let mut state = RunState::default();
-    if resume && let Some(latest) = checkpoint::latest(&checkpoints)? {
-        state = checkpoint::restore(&latest, &mut trainer)?;
-        tracing::info!("resuming from {} (step {})", latest.display(), state.step);
+/// How the run already in `output` ended, if it did; a run there is an error unless `resume`.
+fn recorded_end(output: &Path, resume: bool) -> Result<Option<Outcome>> {
+    let Some(previous) = StatusFile::read(output)? else {
+        return Ok(None);
+    };
+    if !resume {
+        return Err(TrainError::Config {
+            source_name: output.join(STATUS).display().to_string(),
+            message: format!(
+                "this output already holds a run ({:?} at step {}); pass --resume to \
+                 continue it, or choose another output",
+                previous.status, previous.step
+            ),
+        });
     }
-    let mut log = TrainLog::open(&output.join("train.csv"), state.step)?;
-    let mut status = StatusFile {
-        status: RunStatus::Running,
-        step: state.step,
-        steps: recipe.steps,
-        reason: None,
-        model: None,
-    };
-    status.write(output)?;
+    Ok(match (previous.status, previous.model, previous.reason) {
+        (RunStatus::Finished, Some(model), _) => Some(Outcome::Finished {
+            steps: previous.step,
+            model,
+        }),
+        (RunStatus::Collapsed, _, reason) => Some(Outcome::Collapsed {
+            step: previous.step,
+            reason: reason.unwrap_or_default(),
+        }),
+        _ => None,
+    })
+}
 
-    let plan = BatchPlan {
-        micro_batch: recipe.batch_size / recipe.accumulation,
-        negatives: recipe.negatives,
-        seed: recipe.seed,
-        query_tokenizer: backbone
-            .tokenizer
-            .with_max_length(recipe.query_max_length)?,
-        document_tokenizer: backbone
-            .tokenizer
-            .with_max_length(recipe.document_max_length)?,
-    };
-    let batches = Batches::spawn(source, plan, state.next_micro_batch, recipe.prefetch);
-    let progress = Progress::new(recipe.steps, state.step);
+/// A run in progress: what its steps read and write.
+struct Run<'a> {
+    config: &'a TrainConfig,
+    config_toml: String,
+    backbone: Backbone,
+    trainer: Trainer,
+    state: RunState,
+    log: TrainLog,
+    status: StatusFile,
+    batches: Batches,
+    progress: Progress,
+}
 
-    while trainer.step < recipe.steps {
-        let micro_batches = match (0..recipe.accumulation)
-            .map(|_| batches.next_batch())
-            .collect::<Result<Vec<_>>>()
-        {
-            Ok(micro_batches) => micro_batches,
-            Err(error) => {
-                status.status = RunStatus::Failed;
-                status.reason = Some(error.to_string());
-                status.write(output)?;
-                return Err(error);
-            }
+impl<'a> Run<'a> {
+    /// Checks all that can be checked before the first file of the run is written (data,
+    /// device, backbone, k), then writes the config, resumes if asked, and opens log and status.
+    fn start(config: &'a TrainConfig, resume: bool) -> Result<Self> {
+        let (output, recipe) = (&config.output, &config.recipe);
+        let source = Arc::new(TripleSource::open(&config.data)?);
+        let device = parse_device(config.device.as_deref())?.autodiff();
+        let max_length = recipe.query_max_length.max(recipe.document_max_length);
+        let (backbone, model) = config.model.load_rescaled(&device, max_length)?;
+        let mut trainer = Trainer::new(model, recipe.clone());
+        std::fs::create_dir_all(output).map_err(|e| TrainError::io(output, e))?;
+        let config_toml = config.to_toml();
+        lsr_files::write_bytes(&output.join(checkpoint::CONFIG), config_toml.as_bytes())?;
+
+        let mut state = RunState::default();
+        if resume && let Some(latest) = checkpoint::latest(&config.checkpoint_dir())? {
+            state = checkpoint::restore(&latest, &mut trainer)?;
+            tracing::info!("resuming from {} (step {})", latest.display(), state.step);
+        }
+        let log = TrainLog::open(&output.join("train.csv"), state.step)?;
+        let status = StatusFile {
+            status: RunStatus::Running,
+            step: state.step,
+            steps: recipe.steps,
+            reason: None,
+            model: None,
         };
-        let metrics = trainer.step(&micro_batches);
-        state.step = metrics.step;
-        state.next_micro_batch += recipe.accumulation as u64;
-        let collapse = collapse(&metrics, &mut state, recipe.collapse_patience);
-        if metrics.step.is_multiple_of(recipe.log_every)
-            || collapse.is_some()
-            || metrics.step == recipe.steps
-        {
-            log.append(&metrics)?;
+        status.write(output)?;
+        let plan = BatchPlan {
+            micro_batch: recipe.batch_size / recipe.accumulation,
+            negatives: recipe.negatives,
+            seed: recipe.seed,
+            query_tokenizer: backbone
+                .tokenizer
+                .with_max_length(recipe.query_max_length)?,
+            document_tokenizer: backbone
+                .tokenizer
+                .with_max_length(recipe.document_max_length)?,
+        };
+        let batches = Batches::spawn(source, plan, state.next_micro_batch, recipe.prefetch);
+        Ok(Self {
+            config,
+            config_toml,
+            backbone,
+            trainer,
+            progress: Progress::new(recipe.steps, state.step),
+            state,
+            log,
+            status,
+            batches,
+        })
+    }
+
+    /// One optimiser step with its logging, collapse watch and checkpoint; the outcome if the
+    /// run collapsed.
+    fn step(&mut self) -> Result<Option<Outcome>> {
+        let recipe = &self.config.recipe;
+        let micro_batches = self.next_batches()?;
+        let metrics = self.trainer.step(&micro_batches);
+        self.state.step = metrics.step;
+        self.state.next_micro_batch += recipe.accumulation as u64;
+        let collapse = collapse(&metrics, &mut self.state, recipe.collapse_patience);
+        let last = metrics.step == recipe.steps;
+        if metrics.step.is_multiple_of(recipe.log_every) || collapse.is_some() || last {
+            self.log.append(&metrics)?;
         }
-        progress.step(&metrics);
+        self.progress.step(&metrics);
         if let Some(reason) = collapse {
-            progress.finish(&format!("collapsed at step {}", metrics.step));
-            status.status = RunStatus::Collapsed;
-            status.step = metrics.step;
-            status.reason = Some(reason.clone());
-            status.write(output)?;
-            return Ok(Outcome::Collapsed {
+            self.progress
+                .finish(&format!("collapsed at step {}", metrics.step));
+            self.status.status = RunStatus::Collapsed;
+            self.status.step = metrics.step;
+            self.status.reason = Some(reason.clone());
+            self.status.write(&self.config.output)?;
+            return Ok(Some(Outcome::Collapsed {
                 step: metrics.step,
                 reason,
-            });
+            }));
         }
-        if metrics.step.is_multiple_of(recipe.checkpoint_every) || metrics.step == recipe.steps {
-            checkpoint::save(
-                &checkpoints,
-                &trainer,
-                &state,
-                &config_toml,
-                recipe.keep_checkpoints,
-            )?;
-            status.step = metrics.step;
-            status.write(output)?;
+        if metrics.step.is_multiple_of(recipe.checkpoint_every) || last {
+            let dir = self.config.checkpoint_dir();
+            let keep = recipe.keep_checkpoints;
+            checkpoint::save(&dir, &self.trainer, &self.state, &self.config_toml, keep)?;
+            self.status.step = metrics.step;
+            self.status.write(&self.config.output)?;
         }
+        Ok(None)
     }
-    progress.finish("done");
 
-    let model_dir = checkpoints.join("model");
-    if model_dir.exists() {
-        // Left by a run killed after writing it and before recording it; this run's steps are
-        // the same, so its model replaces that one.
-        std::fs::remove_dir_all(&model_dir).map_err(|e| TrainError::io(&model_dir, e))?;
+    /// The micro-batches of the next step; a data error is recorded as the run's failure.
+    fn next_batches(&mut self) -> Result<Vec<TrainBatch>> {
+        let accumulation = self.config.recipe.accumulation;
+        let batches: Result<Vec<_>> = (0..accumulation)
+            .map(|_| self.batches.next_batch())
+            .collect();
+        batches.or_else(|error| {
+            self.status.status = RunStatus::Failed;
+            self.status.reason = Some(error.to_string());
+            self.status.write(&self.config.output)?;
+            Err(error)
+        })
     }
-    write_checkpoint(
-        &trainer.model.valid(),
-        &backbone.tensor_names,
-        &backbone.checkpoint,
-        &model_dir,
-    )?;
-    status.status = RunStatus::Finished;
-    status.step = trainer.step;
-    status.model = Some(model_dir.clone());
-    status.write(output)?;
-    Ok(Outcome::Finished {
-        steps: trainer.step,
-        model: model_dir,
-    })
+
+    /// Writes the trained model as a Hugging Face checkpoint and records the run as finished.
+    fn finish(mut self) -> Result<Outcome> {
+        self.progress.finish("done");
+        let model_dir = self.config.checkpoint_dir().join("model");
+        if model_dir.exists() {
+            // Left by a run killed after writing it and before recording it; this run's steps
+            // are the same, so its model replaces that one.
+            std::fs::remove_dir_all(&model_dir).map_err(|e| TrainError::io(&model_dir, e))?;
+        }
+        write_checkpoint(
+            &self.trainer.model.valid(),
+            &self.backbone.tensor_names,
+            &self.backbone.checkpoint,
+            &model_dir,
+        )?;
+        self.status.status = RunStatus::Finished;
+        self.status.step = self.trainer.step;
+        self.status.model = Some(model_dir.clone());
+        self.status.write(&self.config.output)?;
+        Ok(Outcome::Finished {
+            steps: self.trainer.step,
+            model: model_dir,
+        })
+    }
 }
 
 /// Why this step ends the run, if it does: a non-finite loss or gradient, or documents that
@@ -254,16 +245,6 @@ fn collapse(metrics: &StepMetrics, state: &mut RunState, patience: usize) -> Opt
             metrics.step
         )
     })
-}
-
-/// Writes `bytes` to a temporary file beside `path` and renames it over `path`.
-pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let mut file = tempfile::NamedTempFile::new_in(dir).map_err(|e| TrainError::io(dir, e))?;
-    std::io::Write::write_all(&mut file, bytes).map_err(|e| TrainError::io(path, e))?;
-    file.persist(path)
-        .map_err(|e| TrainError::io(path, e.error))?;
-    Ok(())
 }
 
 /// A progress bar with ETA on a terminal; otherwise a tracing line every 1% of the run.

@@ -4,10 +4,9 @@ use std::path::{Path, PathBuf};
 
 use lsr_backbone::Precision;
 use lsr_backbone::reference::fixtures_dir;
+use lsr_files::{RunStatus, StatusFile};
 use lsr_train::log::read_log;
-use lsr_train::{
-    DataConfig, ModelSpec, Outcome, Recipe, RunStatus, StatusFile, TrainConfig, train,
-};
+use lsr_train::{DataConfig, ModelSpec, Outcome, Recipe, TrainConfig, train};
 
 fn config(output: &Path, family: &str, steps: usize) -> TrainConfig {
     TrainConfig {

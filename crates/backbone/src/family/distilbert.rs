@@ -1,5 +1,8 @@
 //! DistilBERT (`DistilBertForMaskedLM`): BERT without token types, its own config keys, and
 //! every LayerNorm at eps 1e-12 (hard-coded in transformers, absent from the config).
+//!
+//! Follows transformers v5.24.0, the release the parity fixtures were generated with:
+//! <https://github.com/huggingface/transformers/blob/v5.24.0/src/transformers/models/distilbert/modeling_distilbert.py>
 
 use std::path::Path;
 
@@ -7,11 +10,14 @@ use burn::nn::{Embedding, LayerNorm};
 use burn::prelude::*;
 use burn::tensor::DType;
 use serde::Deserialize;
+use serde_json::json;
 
-use crate::config::default_true;
+use crate::config::{ModelConfig, default_true, parse_json};
 use crate::error::Result;
+use crate::family::{Dims, Encoder, EncoderModel, Family, registered};
 use crate::head::{HeadNames, HeadShape, MlmHead};
 use crate::layers::{Activation, PostLnBlock, PostLnNames, PostLnShape, leading_rows, run_post_ln};
+use crate::miniature::{self, HIDDEN, INTERMEDIATE, LAYERS, POSITIONS};
 use crate::weights::Weights;
 
 const LAYER_NORM_EPS: f64 = 1e-12;
@@ -29,6 +35,35 @@ pub struct DistilBertConfig {
     pub pad_token_id: u32,
     #[serde(default = "default_true")]
     pub tie_word_embeddings: bool,
+}
+
+pub const DISTILBERT: Family = Family {
+    name: "distilbert",
+    model_type: "distilbert",
+    dims: |path, text| {
+        let c: DistilBertConfig = parse_json(path, text)?;
+        Ok(Dims {
+            vocab_size: c.vocab_size,
+            hidden_size: c.dim,
+            attention_heads: c.n_heads,
+            pad_token_id: c.pad_token_id,
+            max_positions: c.max_position_embeddings,
+        })
+    },
+    load,
+    miniature: |vocab| {
+        json!({
+            "model_type": "distilbert", "architectures": ["DistilBertForMaskedLM"],
+            "vocab_size": vocab, "dim": HIDDEN, "n_layers": LAYERS, "n_heads": miniature::HEADS,
+            "hidden_dim": INTERMEDIATE, "activation": "gelu",
+            "max_position_embeddings": POSITIONS, "sinusoidal_pos_embds": false,
+            "pad_token_id": 0, "tie_word_embeddings": true
+        })
+    },
+};
+
+fn load(config: &ModelConfig, weights: &Weights) -> Result<(Encoder, MlmHead)> {
+    registered(DistilBert::load(weights, &config.arch()?, &config.path))
 }
 
 const LAYER: PostLnNames = PostLnNames {
@@ -96,12 +131,22 @@ impl DistilBert {
         )?;
         Ok((encoder, head))
     }
+}
 
-    pub fn forward(&self, ids: Tensor<2, Int>, mask: Tensor<2, Int>, dtype: DType) -> Tensor<3> {
+impl EncoderModel for DistilBert {
+    fn forward(&self, ids: Tensor<2, Int>, mask: Tensor<2, Int>, dtype: DType) -> Tensor<3> {
         let positions = leading_rows(&self.position_embeddings, ids.dims()[1]);
         let x = self
             .embeddings_norm
             .forward(self.word_embeddings.forward(ids) + positions);
         run_post_ln(&self.layers, x, mask, dtype)
+    }
+
+    fn word_embeddings(&self) -> &Embedding {
+        &self.word_embeddings
+    }
+
+    fn word_embeddings_mut(&mut self) -> &mut Embedding {
+        &mut self.word_embeddings
     }
 }

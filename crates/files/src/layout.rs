@@ -2,7 +2,7 @@
 //!
 //! | file | written by | meaning |
 //! |---|---|---|
-//! | `config.toml`, `train.csv`, `status.json` | training | see `lsr-train` |
+//! | `config.toml`, `train.csv`, `status.json` | training | see `status` and `lsr-train` |
 //! | `cell.json` | the matrix, first | backbone, k, git commit, crate versions, device |
 //! | `eval/<dataset>/` | evaluation | vectors, run, metrics, per-query metrics |
 //! | `metrics.json` | the matrix, last | every data set's report: the cell is done |
@@ -10,10 +10,10 @@
 
 use std::path::Path;
 
-use lsr_train::{RunStatus, StatusFile};
 use serde::{Deserialize, Serialize};
 
-use crate::error::Result;
+use crate::Result;
+use crate::status::{RunStatus, StatusFile};
 
 pub const METRICS: &str = "metrics.json";
 pub const FAILURE: &str = "failure.json";

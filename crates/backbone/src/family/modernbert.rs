@@ -5,6 +5,9 @@
 //! Both config schemas are accepted: transformers 4 (`global_rope_theta`, `local_rope_theta`,
 //! layer kind from `global_attn_every_n_layers`) and transformers 5 (`layer_types`,
 //! `rope_parameters`), the latter preferred when present.
+//!
+//! Follows transformers v5.24.0, the release the parity fixtures were generated with:
+//! <https://github.com/huggingface/transformers/blob/v5.24.0/src/transformers/models/modernbert/modeling_modernbert.py>
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -13,14 +16,17 @@ use burn::nn::{Embedding, LayerNorm, Linear};
 use burn::prelude::*;
 use burn::tensor::DType;
 use serde::Deserialize;
+use serde_json::{Value, json};
 
-use crate::config::default_true;
+use crate::config::{ModelConfig, default_true};
 use crate::error::{BackboneError, Result};
+use crate::family::{Dims, Encoder, EncoderModel, Family, registered};
 use crate::head::{HeadNames, HeadShape, MlmHead};
 use crate::layers::{
-    Activation, Rope, attend, merge_heads, padding_bias, sliding_window_bias, split_heads,
+    ActivatedHalf, Activation, Rope, gated_mlp, padding_bias, rotary_attention, sliding_window_bias,
 };
-use crate::precision::{linear, residual};
+use crate::miniature::{HEADS, HIDDEN, INTERMEDIATE, LAYERS, POSITIONS};
+use crate::precision::residual;
 use crate::weights::Weights;
 
 #[derive(Clone, Debug, Deserialize)]
@@ -66,6 +72,44 @@ pub struct ModernBertConfig {
     pub pad_token_id: u32,
     #[serde(default = "default_true")]
     pub tie_word_embeddings: bool,
+}
+
+pub const MODERNBERT: Family = Family {
+    name: "modernbert",
+    model_type: "modernbert",
+    dims: Dims::standard::<ModernBertConfig>,
+    load,
+    miniature: |vocab| miniature(vocab, 10_000.0),
+};
+
+/// Ettin: ModernBERT's code and `model_type`, its local RoPE theta equal to the global one.
+pub const ETTIN: Family = Family {
+    name: "ettin",
+    miniature: |vocab| miniature(vocab, 160_000.0),
+    ..MODERNBERT
+};
+
+fn load(config: &ModelConfig, weights: &Weights) -> Result<(Encoder, MlmHead)> {
+    registered(ModernBert::load(weights, &config.arch()?, &config.path))
+}
+
+fn miniature(vocab: usize, local_theta: f64) -> Value {
+    json!({
+        "model_type": "modernbert", "architectures": ["ModernBertForMaskedLM"],
+        "vocab_size": vocab, "hidden_size": HIDDEN, "num_hidden_layers": LAYERS,
+        "num_attention_heads": HEADS, "intermediate_size": INTERMEDIATE,
+        "hidden_activation": "gelu", "max_position_embeddings": POSITIONS,
+        "layer_types": ["full_attention", "sliding_attention"], "global_attn_every_n_layers": 2,
+        "local_attention": 32,
+        "rope_parameters": {
+            "full_attention": {"rope_type": "default", "rope_theta": 160000.0},
+            "sliding_attention": {"rope_type": "default", "rope_theta": local_theta}
+        },
+        "norm_eps": 1e-5, "norm_bias": false, "attention_bias": false, "mlp_bias": false,
+        "decoder_bias": true, "classifier_activation": "gelu", "pad_token_id": 0,
+        "cls_token_id": 2, "sep_token_id": 3, "bos_token_id": 2, "eos_token_id": 3,
+        "tie_word_embeddings": true
+    })
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -248,45 +292,74 @@ impl ModernBert {
         )?;
         Ok((encoder, head))
     }
+}
 
+impl ModernBertLayer {
+    /// Pre-LN: `x += Attn(norm(x))`, `x += MLP(norm(x))`, on the f32 residual stream, with the
+    /// RoPE and mask of the layer's kind (global or sliding window).
+    fn forward(
+        &self,
+        x: Tensor<3>,
+        model: &ModernBert,
+        (rope, bias): (&Rope, Tensor<4>),
+        dtype: DType,
+    ) -> Tensor<3> {
+        let normed = match &self.attn_norm {
+            Some(norm) => norm.forward(x.clone()),
+            None => x.clone(),
+        };
+        let attention = rotary_attention(
+            &self.wqkv,
+            &self.attn_out,
+            normed,
+            model.heads,
+            rope,
+            bias,
+            dtype,
+        );
+        let x = residual(x, attention);
+        let mlp = gated_mlp(
+            &self.mlp_in,
+            &self.mlp_out,
+            self.mlp_norm.forward(x.clone()),
+            model.activation,
+            ActivatedHalf::First,
+            dtype,
+        );
+        residual(x, mlp)
+    }
+}
+
+impl EncoderModel for ModernBert {
     /// The final-normed f32 hidden states `[B, L, hidden]`; products and activations run in
     /// `dtype`.
-    pub fn forward(&self, ids: Tensor<2, Int>, mask: Tensor<2, Int>, dtype: DType) -> Tensor<3> {
+    fn forward(&self, ids: Tensor<2, Int>, mask: Tensor<2, Int>, dtype: DType) -> Tensor<3> {
         let [_, len] = ids.dims();
         let device = ids.device();
-        let mut x = self
+        let x = self
             .embeddings_norm
             .forward(self.tok_embeddings.forward(ids));
-        let hidden = x.dims()[2];
-        let head_dim = hidden / self.heads;
+        let head_dim = x.dims()[2] / self.heads;
         let global_bias = padding_bias(mask);
         let local_bias = global_bias.clone() + sliding_window_bias(len, self.half_window, &device);
         let global_rope = Rope::new(len, head_dim, self.global_rope_theta, None, &device);
         let local_rope = Rope::new(len, head_dim, self.local_rope_theta, None, &device);
-        for layer in &self.layers {
-            let (rope, bias) = if layer.sliding {
+        let x = self.layers.iter().fold(x, |x, layer| {
+            let kind = if layer.sliding {
                 (&local_rope, local_bias.clone())
             } else {
                 (&global_rope, global_bias.clone())
             };
-            let normed = match &layer.attn_norm {
-                Some(norm) => norm.forward(x.clone()),
-                None => x.clone(),
-            };
-            let qkv = linear(&layer.wqkv, normed, dtype);
-            let q = split_heads(qkv.clone().slice_dim(2, 0..hidden), self.heads);
-            let k = split_heads(qkv.clone().slice_dim(2, hidden..2 * hidden), self.heads);
-            let v = split_heads(qkv.slice_dim(2, 2 * hidden..3 * hidden), self.heads);
-            let context = merge_heads(attend(rope.apply(q), rope.apply(k), v, bias));
-            x = residual(x, linear(&layer.attn_out, context, dtype));
-            let projected = linear(&layer.mlp_in, layer.mlp_norm.forward(x.clone()), dtype);
-            let inner = projected.dims()[2] / 2;
-            let input = self
-                .activation
-                .forward(projected.clone().slice_dim(2, 0..inner));
-            let gate = projected.slice_dim(2, inner..2 * inner);
-            x = residual(x, linear(&layer.mlp_out, input * gate, dtype));
-        }
+            layer.forward(x, self, kind, dtype)
+        });
         self.final_norm.forward(x)
+    }
+
+    fn word_embeddings(&self) -> &Embedding {
+        &self.tok_embeddings
+    }
+
+    fn word_embeddings_mut(&mut self) -> &mut Embedding {
+        &mut self.tok_embeddings
     }
 }

@@ -1,6 +1,9 @@
 //! ALBERT (`AlbertForMaskedLM`): factorised embeddings (`embedding_size` → hidden through
 //! `embedding_hidden_mapping_in`), layer groups whose weights are shared across depth, and a
 //! head that projects back to `embedding_size` before the tied decoder.
+//!
+//! Follows transformers v5.24.0, the release the parity fixtures were generated with:
+//! <https://github.com/huggingface/transformers/blob/v5.24.0/src/transformers/models/albert/modeling_albert.py>
 
 use std::path::Path;
 
@@ -8,11 +11,14 @@ use burn::nn::{Embedding, LayerNorm, Linear};
 use burn::prelude::*;
 use burn::tensor::DType;
 use serde::Deserialize;
+use serde_json::json;
 
-use crate::config::{default_one, default_true, default_type_vocab};
+use crate::config::{ModelConfig, default_one, default_true, default_type_vocab};
 use crate::error::{BackboneError, Result};
+use crate::family::{Dims, Encoder, EncoderModel, Family, registered};
 use crate::head::{HeadNames, HeadShape, MlmHead};
 use crate::layers::{Activation, PostLnBlock, PostLnNames, PostLnShape, leading_rows, run_post_ln};
+use crate::miniature::{self, HIDDEN};
 use crate::precision::linear;
 use crate::weights::Weights;
 
@@ -37,6 +43,25 @@ pub struct AlbertConfig {
     pub pad_token_id: u32,
     #[serde(default = "default_true")]
     pub tie_word_embeddings: bool,
+}
+
+pub const ALBERT: Family = Family {
+    name: "albert",
+    model_type: "albert",
+    dims: Dims::standard::<AlbertConfig>,
+    load,
+    miniature: |vocab| {
+        let mut config = miniature::bert_like("albert", "AlbertForMaskedLM", vocab);
+        config["embedding_size"] = json!(HIDDEN / 2);
+        config["num_hidden_groups"] = json!(1);
+        config["inner_group_num"] = json!(1);
+        config["hidden_act"] = json!("gelu_new");
+        config
+    },
+};
+
+fn load(config: &ModelConfig, weights: &Weights) -> Result<(Encoder, MlmHead)> {
+    registered(Albert::load(weights, &config.arch()?, &config.path))
 }
 
 const LAYER: PostLnNames = PostLnNames {
@@ -138,8 +163,10 @@ impl Albert {
         )?;
         Ok((encoder, head))
     }
+}
 
-    pub fn forward(&self, ids: Tensor<2, Int>, mask: Tensor<2, Int>, dtype: DType) -> Tensor<3> {
+impl EncoderModel for Albert {
+    fn forward(&self, ids: Tensor<2, Int>, mask: Tensor<2, Int>, dtype: DType) -> Tensor<3> {
         let positions = leading_rows(&self.position_embeddings, ids.dims()[1]);
         let token_type = leading_rows(&self.token_type_embeddings, 1);
         let x = self
@@ -151,5 +178,13 @@ impl Albert {
         let layers_per_group = self.num_hidden_layers / self.groups.len();
         let schedule = (0..self.num_hidden_layers).flat_map(|i| &self.groups[i / layers_per_group]);
         run_post_ln(schedule, x, mask, dtype)
+    }
+
+    fn word_embeddings(&self) -> &Embedding {
+        &self.word_embeddings
+    }
+
+    fn word_embeddings_mut(&mut self) -> &mut Embedding {
+        &mut self.word_embeddings
     }
 }

@@ -1,7 +1,8 @@
 //! GTE "new" (`NewForMaskedLM`, `Alibaba-NLP/gte-en-mlm-base`, remote code only): packed qkv,
 //! rotate-half RoPE with optional static NTK scaling, a gated MLP whose *second* half is the
-//! gate, post-LN layers. transformers has no class for it; the parity reference is written from
-//! the spec (`scripts/fixtures/README.md`).
+//! gate, post-LN layers. transformers has no class for it: the model's code is the Hub's remote
+//! code <https://huggingface.co/Alibaba-NLP/new-impl/blob/main/modeling.py>, and the parity
+//! reference is written from the spec (`scripts/fixtures/README.md`).
 
 use std::path::Path;
 
@@ -9,14 +10,17 @@ use burn::nn::{Embedding, LayerNorm, Linear};
 use burn::prelude::*;
 use burn::tensor::DType;
 use serde::Deserialize;
+use serde_json::json;
 
-use crate::config::{default_one, default_true};
+use crate::config::{ModelConfig, default_one, default_true};
 use crate::error::{BackboneError, Result};
+use crate::family::{Dims, Encoder, EncoderModel, Family, registered};
 use crate::head::{HeadNames, HeadShape, MlmHead};
 use crate::layers::{
-    Activation, Rope, attend, leading_rows, merge_heads, padding_bias, split_heads,
+    ActivatedHalf, Activation, Rope, gated_mlp, leading_rows, padding_bias, rotary_attention,
 };
-use crate::precision::{linear, residual};
+use crate::miniature::{HEADS, HIDDEN, INTERMEDIATE, LAYERS, POSITIONS};
+use crate::precision::residual;
 use crate::weights::Weights;
 
 #[derive(Clone, Debug, Deserialize)]
@@ -50,6 +54,28 @@ pub struct GteConfig {
     pub pad_token_id: u32,
     #[serde(default = "default_true")]
     pub tie_word_embeddings: bool,
+}
+
+pub const GTE: Family = Family {
+    name: "gte",
+    model_type: "new",
+    dims: Dims::standard::<GteConfig>,
+    load,
+    miniature: |vocab| {
+        json!({
+            "model_type": "new", "architectures": ["NewForMaskedLM"], "vocab_size": vocab,
+            "hidden_size": HIDDEN, "num_hidden_layers": LAYERS, "num_attention_heads": HEADS,
+            "intermediate_size": INTERMEDIATE, "hidden_act": "gelu",
+            "max_position_embeddings": POSITIONS, "type_vocab_size": 1,
+            "layer_norm_type": "layer_norm", "layer_norm_eps": 1e-12,
+            "position_embedding_type": "rope", "rope_theta": 500000.0, "pack_qkv": true,
+            "pad_token_id": 0
+        })
+    },
+};
+
+fn load(config: &ModelConfig, weights: &Weights) -> Result<(Encoder, MlmHead)> {
+    registered(Gte::load(weights, &config.arch()?, &config.path))
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -201,44 +227,63 @@ impl Gte {
         )?;
         Ok((encoder, head))
     }
+}
 
+impl GteLayer {
+    /// Post-LN: `a = LN(x + Attn(x))`, `x = LN(a + MLP(a))`, on the f32 residual stream.
+    fn forward(
+        &self,
+        x: Tensor<3>,
+        gte: &Gte,
+        rope: &Rope,
+        bias: Tensor<4>,
+        dtype: DType,
+    ) -> Tensor<3> {
+        let attention = rotary_attention(
+            &self.qkv_proj,
+            &self.o_proj,
+            x.clone(),
+            gte.heads,
+            rope,
+            bias,
+            dtype,
+        );
+        let x = self.attn_ln.forward(residual(x, attention));
+        let mlp = gated_mlp(
+            &self.up_gate_proj,
+            &self.down_proj,
+            x.clone(),
+            gte.activation,
+            ActivatedHalf::Second,
+            dtype,
+        );
+        self.mlp_ln.forward(residual(x, mlp))
+    }
+}
+
+impl EncoderModel for Gte {
     /// The f32 residual stream `[B, L, hidden]`; products and activations run in `dtype`.
-    pub fn forward(&self, ids: Tensor<2, Int>, mask: Tensor<2, Int>, dtype: DType) -> Tensor<3> {
+    fn forward(&self, ids: Tensor<2, Int>, mask: Tensor<2, Int>, dtype: DType) -> Tensor<3> {
         let [_, len] = ids.dims();
         let device = ids.device();
         let mut x = self.word_embeddings.forward(ids);
         if let Some(token_type) = &self.token_type_embeddings {
             x = x + leading_rows(token_type, 1);
         }
-        let mut x = self.embeddings_norm.forward(x);
-        let hidden = x.dims()[2];
-        let rope = Rope::new(
-            len,
-            hidden / self.heads,
-            self.rope_theta,
-            self.ntk_factor,
-            &device,
-        );
+        let x = self.embeddings_norm.forward(x);
+        let head_dim = x.dims()[2] / self.heads;
+        let rope = Rope::new(len, head_dim, self.rope_theta, self.ntk_factor, &device);
         let bias = padding_bias(mask);
-        for layer in &self.layers {
-            let qkv = linear(&layer.qkv_proj, x.clone(), dtype);
-            let q = split_heads(qkv.clone().slice_dim(2, 0..hidden), self.heads);
-            let k = split_heads(qkv.clone().slice_dim(2, hidden..2 * hidden), self.heads);
-            let v = split_heads(qkv.slice_dim(2, 2 * hidden..3 * hidden), self.heads);
-            let context = merge_heads(attend(rope.apply(q), rope.apply(k), v, bias.clone()));
-            x = layer
-                .attn_ln
-                .forward(residual(x, linear(&layer.o_proj, context, dtype)));
-            let up_gate = linear(&layer.up_gate_proj, x.clone(), dtype);
-            let inner = up_gate.dims()[2] / 2;
-            let up = up_gate.clone().slice_dim(2, 0..inner);
-            let gate = self
-                .activation
-                .forward(up_gate.slice_dim(2, inner..2 * inner));
-            x = layer
-                .mlp_ln
-                .forward(residual(x, linear(&layer.down_proj, gate * up, dtype)));
-        }
-        x
+        self.layers.iter().fold(x, |x, layer| {
+            layer.forward(x, self, &rope, bias.clone(), dtype)
+        })
+    }
+
+    fn word_embeddings(&self) -> &Embedding {
+        &self.word_embeddings
+    }
+
+    fn word_embeddings_mut(&mut self) -> &mut Embedding {
+        &mut self.word_embeddings
     }
 }

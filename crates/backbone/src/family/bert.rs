@@ -1,5 +1,9 @@
 //! BERT (`BertForMaskedLM`) and RoBERTa (`RobertaForMaskedLM`): learned absolute positions,
 //! token types, post-LN layers. They differ in tensor prefixes, head names and position ids.
+//!
+//! Follows transformers v5.24.0, the release the parity fixtures were generated with:
+//! <https://github.com/huggingface/transformers/blob/v5.24.0/src/transformers/models/bert/modeling_bert.py>
+//! <https://github.com/huggingface/transformers/blob/v5.24.0/src/transformers/models/roberta/modeling_roberta.py>
 
 use std::path::Path;
 
@@ -7,11 +11,15 @@ use burn::nn::{Embedding, LayerNorm};
 use burn::prelude::*;
 use burn::tensor::DType;
 use serde::Deserialize;
+use serde_json::json;
 
-use crate::config::{default_true, default_type_vocab};
+use crate::config::{ModelConfig, default_true, default_type_vocab};
 use crate::error::{BackboneError, Result};
+use crate::family::Encoder;
+use crate::family::{Dims, EncoderModel, Family, registered};
 use crate::head::{HeadNames, HeadShape, MlmHead};
 use crate::layers::{Activation, PostLnBlock, PostLnNames, PostLnShape, leading_rows, run_post_ln};
+use crate::miniature;
 use crate::weights::Weights;
 
 #[derive(Clone, Debug, Deserialize)]
@@ -36,6 +44,39 @@ pub struct BertConfig {
 
 fn default_absolute() -> String {
     "absolute".into()
+}
+
+pub const BERT: Family = Family {
+    name: "bert",
+    model_type: "bert",
+    dims: Dims::standard::<BertConfig>,
+    load: |config, weights| load(config, weights, false),
+    miniature: |vocab| miniature::bert_like("bert", "BertForMaskedLM", vocab),
+};
+
+pub const ROBERTA: Family = Family {
+    name: "roberta",
+    model_type: "roberta",
+    dims: |path, text| {
+        let dims = Dims::standard::<BertConfig>(path, text)?;
+        // RoBERTa's positions start after the padding index.
+        let reserved = dims.pad_token_id as usize + 1;
+        Ok(Dims {
+            max_positions: dims.max_positions.saturating_sub(reserved),
+            ..dims
+        })
+    },
+    load: |config, weights| load(config, weights, true),
+    miniature: |vocab| {
+        let mut config = miniature::bert_like("roberta", "RobertaForMaskedLM", vocab);
+        config["type_vocab_size"] = json!(1);
+        config["layer_norm_eps"] = json!(1e-5);
+        config
+    },
+};
+
+fn load(config: &ModelConfig, weights: &Weights, roberta: bool) -> Result<(Encoder, MlmHead)> {
+    registered(Bert::load(weights, &config.arch()?, roberta, &config.path))
 }
 
 const LAYER: PostLnNames = PostLnNames {
@@ -162,8 +203,10 @@ impl Bert {
         )?;
         Ok((encoder, head))
     }
+}
 
-    pub fn forward(&self, ids: Tensor<2, Int>, mask: Tensor<2, Int>, dtype: DType) -> Tensor<3> {
+impl EncoderModel for Bert {
+    fn forward(&self, ids: Tensor<2, Int>, mask: Tensor<2, Int>, dtype: DType) -> Tensor<3> {
         let [batch, len] = ids.dims();
         let device = ids.device();
         let positions = match self.positions {
@@ -180,5 +223,13 @@ impl Bert {
             + self.position_embeddings.forward(positions)
             + leading_rows(&self.token_type_embeddings, 1);
         run_post_ln(&self.layers, self.embeddings_norm.forward(x), mask, dtype)
+    }
+
+    fn word_embeddings(&self) -> &Embedding {
+        &self.word_embeddings
+    }
+
+    fn word_embeddings_mut(&mut self) -> &mut Embedding {
+        &mut self.word_embeddings
     }
 }

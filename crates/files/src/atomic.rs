@@ -1,0 +1,103 @@
+//! The rule every writer of a result follows: write beside the target, then rename over it, so
+//! an interrupted process never leaves a half-written file or directory under the real name and
+//! a reader sees the old version or the new one.
+
+use std::io::Write;
+use std::path::Path;
+
+use crate::{FileError, Result};
+
+/// Creates `path` (and its directory) atomically with the bytes `fill` writes, buffered and
+/// synced before the rename.
+pub fn write_atomically(
+    path: &Path,
+    fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> Result<()> {
+    let io = |source| FileError::io(path, source);
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(io)?;
+    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(io)?;
+    {
+        let mut out = std::io::BufWriter::new(tmp.as_file_mut());
+        fill(&mut out).map_err(io)?;
+        out.flush().map_err(io)?;
+    }
+    tmp.as_file().sync_all().map_err(io)?;
+    tmp.persist(path).map_err(|e| io(e.error))?;
+    Ok(())
+}
+
+/// `bytes` as `path`, atomically.
+pub fn write_bytes(path: &Path, bytes: &[u8]) -> Result<()> {
+    write_atomically(path, |out| out.write_all(bytes))
+}
+
+/// Pretty JSON, atomically.
+pub fn write_json(path: &Path, value: &impl serde::Serialize) -> Result<()> {
+    write_atomically(path, |out| {
+        serde_json::to_writer_pretty(&mut *out, value).map_err(std::io::Error::other)
+    })
+}
+
+/// Fills a fresh sibling `<out>.partial` directory with `fill`, then renames it to `out`,
+/// replacing what was there (callers that must not replace a finished result check first).
+/// A `.partial` left by an interrupted process is discarded.
+pub fn write_directory<E: From<FileError>>(
+    out: &Path,
+    fill: impl FnOnce(&Path) -> std::result::Result<(), E>,
+) -> std::result::Result<(), E> {
+    let staging = out.with_extension("partial");
+    if staging.exists() {
+        std::fs::remove_dir_all(&staging).map_err(|e| FileError::io(&staging, e))?;
+    }
+    std::fs::create_dir_all(&staging).map_err(|e| FileError::io(&staging, e))?;
+    fill(&staging)?;
+    if out.exists() {
+        std::fs::remove_dir_all(out).map_err(|e| FileError::io(out, e))?;
+    }
+    std::fs::rename(&staging, out).map_err(|e| FileError::io(out, e))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_fill_leaves_the_old_file_and_no_stray_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("metrics.json");
+        write_bytes(&path, b"old").unwrap();
+        let failed = write_atomically(&path, |out| {
+            out.write_all(b"half")?;
+            Err(std::io::Error::other("interrupted"))
+        });
+        assert!(failed.unwrap_err().to_string().contains("metrics.json"));
+        assert_eq!(std::fs::read(&path).unwrap(), b"old");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn a_directory_appears_whole_and_a_failed_one_not_at_all() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("step-00000010");
+        write_directory::<FileError>(&out, |staging| {
+            write_bytes(&staging.join("a"), b"1")?;
+            write_bytes(&staging.join("b"), b"2")
+        })
+        .unwrap();
+        assert_eq!(std::fs::read(out.join("b")).unwrap(), b"2");
+        let failed = write_directory::<FileError>(&out, |staging| {
+            write_bytes(&staging.join("a"), b"new")?;
+            Err(FileError::Parse {
+                path: staging.to_path_buf(),
+                message: "interrupted".into(),
+            })
+        });
+        assert!(failed.is_err());
+        assert_eq!(std::fs::read(out.join("a")).unwrap(), b"1");
+    }
+}

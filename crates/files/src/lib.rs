@@ -1,0 +1,37 @@
+//! The files lsr's stages hand each other, and the one rule for writing them: a file or a
+//! directory appears complete under its name or not at all. It owns that rule (`atomic`), a
+//! training run's `status.json` (`status`), and a cell's results directory with the state its
+//! files imply (`layout`). It compiles no tensor code, so the report reads results without burn.
+
+pub mod atomic;
+pub mod layout;
+pub mod status;
+
+pub use atomic::{write_atomically, write_bytes, write_directory, write_json};
+pub use layout::{CellInfo, CellState, cell_state};
+pub use status::{RunStatus, StatusFile};
+
+use std::path::PathBuf;
+
+/// A file that could not be written or read back, by path.
+#[derive(Debug, thiserror::Error)]
+pub enum FileError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}: {message}")]
+    Parse { path: PathBuf, message: String },
+}
+
+pub type Result<T, E = FileError> = std::result::Result<T, E>;
+
+impl FileError {
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Self::Io {
+            path: path.into(),
+            source,
+        }
+    }
+}

@@ -1,0 +1,54 @@
+//! A training run's `status.json`: where the run stands (running, finished, collapsed with
+//! step and reason, failed), written by training and read by the matrix and the report.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::{FileError, Result, write_json};
+
+pub const STATUS: &str = "status.json";
+
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum RunStatus {
+    Running,
+    Finished,
+    Collapsed,
+    Failed,
+}
+
+/// `status.json`.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct StatusFile {
+    pub status: RunStatus,
+    /// Steps taken when this was written.
+    pub step: usize,
+    pub steps: usize,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The trained model as an HF checkpoint (head already rescaled: evaluate it with k = 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<PathBuf>,
+}
+
+impl StatusFile {
+    /// The status in run directory `output`, `None` if the run has not started.
+    pub fn read(output: &Path) -> Result<Option<Self>> {
+        let path = output.join(STATUS);
+        match std::fs::read(&path) {
+            Ok(bytes) => serde_json::from_slice(&bytes)
+                .map(Some)
+                .map_err(|e| FileError::Parse {
+                    path: path.clone(),
+                    message: e.to_string(),
+                }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(FileError::io(&path, e)),
+        }
+    }
+
+    pub fn write(&self, output: &Path) -> Result<()> {
+        write_json(&output.join(STATUS), self)
+    }
+}
