@@ -19,7 +19,7 @@ pub fn write_atomically(
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).map_err(io)?;
-    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(io)?;
+    let mut tmp = temporary_beside(path, dir).map_err(io)?;
     {
         let mut out = std::io::BufWriter::new(tmp.as_file_mut());
         fill(&mut out).map_err(io)?;
@@ -28,6 +28,41 @@ pub fn write_atomically(
     tmp.as_file().sync_all().map_err(io)?;
     tmp.persist(path).map_err(|e| io(e.error))?;
     Ok(())
+}
+
+/// For writers that take only a path (image encoders): `write` fills a temporary path beside
+/// `path`, with its extension, which is then renamed over `path`.
+pub fn write_through_path<E: From<FileError>>(
+    path: &Path,
+    write: impl FnOnce(&Path) -> std::result::Result<(), E>,
+) -> std::result::Result<(), E> {
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let tmp = temporary_beside(path, dir).map_err(|e| FileError::io(path, e))?;
+    write(tmp.path())?;
+    tmp.persist(path)
+        .map_err(|e| FileError::io(path, e.error))?;
+    Ok(())
+}
+
+/// A hidden temporary file in `dir` with `path`'s extension and the permissions a plain
+/// `File::create` would give (tempfile's own default, 0600, would hide results from the
+/// group on a shared machine).
+fn temporary_beside(path: &Path, dir: &Path) -> std::io::Result<tempfile::NamedTempFile> {
+    let suffix = path
+        .extension()
+        .map(|e| format!(".{}", e.to_string_lossy()))
+        .unwrap_or_default();
+    let mut builder = tempfile::Builder::new();
+    builder.prefix(".lsr-").suffix(&suffix);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        builder.permissions(std::fs::Permissions::from_mode(0o666));
+    }
+    builder.tempfile_in(dir)
 }
 
 /// `bytes` as `path`, atomically.
@@ -77,6 +112,39 @@ mod tests {
         });
         assert!(failed.unwrap_err().to_string().contains("metrics.json"));
         assert_eq!(std::fs::read(&path).unwrap(), b"old");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn a_result_gets_the_permissions_of_a_plainly_created_file() {
+        let dir = tempfile::tempdir().unwrap();
+        write_bytes(&dir.path().join("metrics.json"), b"{}").unwrap();
+        std::fs::File::create(dir.path().join("plain")).unwrap();
+        let mode = |name: &str| {
+            std::fs::metadata(dir.path().join(name))
+                .unwrap()
+                .permissions()
+        };
+        assert_eq!(mode("metrics.json"), mode("plain"));
+    }
+
+    #[test]
+    fn a_path_only_writer_writes_atomically_too() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("losses.png");
+        write_bytes(&path, b"old").unwrap();
+        let failed = write_through_path(&path, |tmp| {
+            assert_eq!(tmp.extension().unwrap(), "png");
+            std::fs::write(tmp, b"half").map_err(|e| FileError::io(tmp, e))?;
+            Err(FileError::io(tmp, std::io::Error::other("encoder failed")))
+        });
+        assert!(failed.is_err());
+        assert_eq!(std::fs::read(&path).unwrap(), b"old");
+        write_through_path::<FileError>(&path, |tmp| {
+            std::fs::write(tmp, b"new").map_err(|e| FileError::io(tmp, e))
+        })
+        .unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"new");
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
     }
 

@@ -7,7 +7,7 @@ pub mod atomic;
 pub mod layout;
 pub mod status;
 
-pub use atomic::{write_atomically, write_bytes, write_directory, write_json};
+pub use atomic::{write_atomically, write_bytes, write_directory, write_json, write_through_path};
 pub use layout::{CellInfo, CellState, cell_state};
 pub use status::{RunStatus, StatusFile};
 

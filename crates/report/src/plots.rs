@@ -60,16 +60,16 @@ fn both_formats(
         path: path.to_path_buf(),
         message,
     };
-    {
-        let root = BitMapBackend::new(&png, size).into_drawing_area();
+    lsr_files::write_through_path(&png, |tmp| {
+        let root = BitMapBackend::new(tmp, size).into_drawing_area();
         draw(root.clone()).map_err(|m| fail(&png, m))?;
-        root.present().map_err(|e| fail(&png, e.to_string()))?;
-    }
-    {
-        let root = SVGBackend::new(&svg, size).into_drawing_area();
+        root.present().map_err(|e| fail(&png, e.to_string()))
+    })?;
+    lsr_files::write_through_path(&svg, |tmp| {
+        let root = SVGBackend::new(tmp, size).into_drawing_area();
         draw_svg(root.clone()).map_err(|m| fail(&svg, m))?;
-        root.present().map_err(|e| fail(&svg, e.to_string()))?;
-    }
+        root.present().map_err(|e| fail(&svg, e.to_string()))
+    })?;
     Ok(vec![png, svg])
 }
 
