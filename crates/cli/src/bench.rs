@@ -202,7 +202,7 @@ const DOC_SEED: u64 = 1;
 const QUERY_SEED: u64 = 2;
 
 fn retrieve(args: RetrieveBench) -> Result<()> {
-    use lsr_eval::synthetic::{Zipf, sparse_vector};
+    use lsr_data::synthetic::{Zipf, sparse_vector};
     let zipf = Zipf::new(args.vocab, args.zipf_exponent);
     let start = Instant::now();
     let mut builder = lsr_eval::IndexBuilder::new(args.vocab);

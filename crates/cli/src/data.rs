@@ -25,7 +25,7 @@ pub enum DataCommand {
 pub struct SynthArgs {
     #[arg(long)]
     out: PathBuf,
-    #[arg(long, default_value_t = lsr_eval::miniature::SynthSpec::default().seed)]
+    #[arg(long, default_value_t = lsr_data::miniature::SynthSpec::default().seed)]
     seed: u64,
 }
 
@@ -70,9 +70,9 @@ pub fn run(command: DataCommand) -> Result<()> {
     };
     for name in &args.names {
         let checked = if download {
-            lsr_eval::fetch::fetch(name, &args.data_root, args.offline)?
+            lsr_data::fetch::fetch(name, &args.data_root, args.offline)?
         } else {
-            lsr_eval::fetch::verify(name, &args.data_root)?
+            lsr_data::fetch::verify(name, &args.data_root)?
         };
         for (dataset, queries) in checked {
             println!("{dataset}: ok, {queries} evaluated queries");
@@ -82,11 +82,11 @@ pub fn run(command: DataCommand) -> Result<()> {
 }
 
 fn synth(args: SynthArgs) -> Result<()> {
-    let spec = lsr_eval::miniature::SynthSpec {
+    let spec = lsr_data::miniature::SynthSpec {
         seed: args.seed,
         ..Default::default()
     };
-    lsr_eval::miniature::write_synthetic(&spec, &args.out)?;
+    lsr_data::miniature::write_synthetic(&spec, &args.out)?;
     println!("wrote the synthetic task to {}", args.out.display());
     Ok(())
 }

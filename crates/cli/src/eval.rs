@@ -5,8 +5,8 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::Args;
+use lsr_data::Dataset;
 use lsr_eval::Measure;
-use lsr_eval::datasets::Dataset;
 use lsr_eval::pipeline::{EvalSettings, evaluate_dataset};
 
 use crate::model::ModelArgs;

@@ -8,14 +8,10 @@ pub enum EvalError {
     /// A file that could not be read or written.
     #[error(transparent)]
     Files(#[from] lsr_files::FileError),
-    #[error("{path}:{line}: {message}")]
-    Line {
-        path: PathBuf,
-        line: usize,
-        message: String,
-    },
     #[error("{path}: {message}")]
     File { path: PathBuf, message: String },
+    #[error(transparent)]
+    Data(#[from] lsr_data::DataError),
     #[error(transparent)]
     Model(#[from] lsr_backbone::BackboneError),
     #[error(transparent)]
@@ -33,13 +29,5 @@ pub type Result<T, E = EvalError> = std::result::Result<T, E>;
 impl EvalError {
     pub(crate) fn io(path: &std::path::Path, source: std::io::Error) -> Self {
         lsr_files::FileError::io(path, source).into()
-    }
-
-    pub(crate) fn line(path: &std::path::Path, line: usize, message: impl Into<String>) -> Self {
-        Self::Line {
-            path: path.to_path_buf(),
-            line,
-            message: message.into(),
-        }
     }
 }

@@ -8,7 +8,7 @@ use std::collections::{BinaryHeap, HashMap};
 
 use rayon::prelude::*;
 
-use crate::trec::Run;
+use lsr_data::Run;
 
 /// A sparse vector: (term id, weight) pairs with weight > 0.
 pub type Sparse = [(u32, f32)];

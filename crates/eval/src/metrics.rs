@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::error::{EvalError, Result};
-use crate::trec::{Qrels, Run, ranked};
+use lsr_data::trec::{Qrels, Run, ranked};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Measure {

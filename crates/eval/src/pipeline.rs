@@ -18,13 +18,13 @@ use lsr_backbone::Precision;
 use lsr_splade::SpladeEncoder;
 use serde::Serialize;
 
-use crate::datasets::Dataset;
 use crate::error::Result;
 use crate::flops::{Sparsity, sparsity};
 use crate::index::{IndexBuilder, InvertedIndex};
 use crate::metrics::{Measure, evaluate};
-use crate::trec::Qrels;
 use crate::vectors::VectorWriter;
+use lsr_data::Dataset;
+use lsr_data::Qrels;
 use lsr_files::write_json;
 
 /// Documents read ahead and sorted by length before batching, so that a batch pads little.
@@ -124,7 +124,7 @@ fn index_corpus(
         window.clear();
         Ok(())
     };
-    dataset.for_each_document(|id, text| {
+    dataset.for_each_document(|id, text| -> Result<()> {
         window.push((id.to_string(), text.to_string()));
         if window.len() == SORT_WINDOW {
             flush(&mut window)?;

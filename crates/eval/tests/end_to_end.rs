@@ -6,7 +6,7 @@ use std::path::Path;
 use burn::prelude::*;
 use lsr_backbone::reference::fixtures_dir;
 use lsr_backbone::{Backbone, RescaleMode};
-use lsr_eval::datasets::Dataset;
+use lsr_data::Dataset;
 use lsr_eval::pipeline::{EvalSettings, evaluate_dataset};
 use lsr_eval::vectors::read_vectors;
 use lsr_eval::{Measure, Qrels, Run, evaluate};

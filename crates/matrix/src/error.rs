@@ -20,6 +20,8 @@ pub enum MatrixError {
     #[error(transparent)]
     Train(#[from] lsr_train::TrainError),
     #[error(transparent)]
+    Data(#[from] lsr_data::DataError),
+    #[error(transparent)]
     Eval(#[from] lsr_eval::EvalError),
     #[error(transparent)]
     Backbone(#[from] lsr_backbone::BackboneError),

@@ -4,8 +4,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use lsr_backbone::{Backbone, RescaleMode, parse_device};
+use lsr_data::Dataset;
 use lsr_eval::Measure;
-use lsr_eval::datasets::Dataset;
 use lsr_eval::pipeline::{DatasetReport, EvalSettings, evaluate_dataset};
 use lsr_splade::SpladeEncoder;
 use lsr_train::Outcome;

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use lsr_eval::miniature::{SynthSpec, vocabulary, write_synthetic};
+use lsr_data::miniature::{SynthSpec, vocabulary, write_synthetic};
 use lsr_matrix::slurm::{SlurmOptions, job_array};
 use lsr_matrix::{CellState, Matrix, RunOptions, run_cells};
 

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 
-use crate::error::{EvalError, Result};
+use crate::error::{DataError, Result};
 
 /// Relevance judgements: query id → document id → grade.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -24,7 +24,7 @@ pub struct Run {
 
 /// Opens a file, decompressing it when its name ends in `.gz`.
 pub fn open_text(path: &Path) -> Result<Box<dyn BufRead>> {
-    let file = std::fs::File::open(path).map_err(|source| EvalError::io(path, source))?;
+    let file = std::fs::File::open(path).map_err(|source| DataError::io(path, source))?;
     let reader: Box<dyn Read> = if path.extension().is_some_and(|e| e == "gz") {
         Box::new(flate2::read::MultiGzDecoder::new(file))
     } else {
@@ -34,7 +34,11 @@ pub fn open_text(path: &Path) -> Result<Box<dyn BufRead>> {
 }
 
 /// Calls `each(line_number, line)` for every line, with I/O and UTF-8 errors located.
-pub fn for_each_line(path: &Path, mut each: impl FnMut(usize, &str) -> Result<()>) -> Result<()> {
+/// Generic over the caller's error type, so a caller's own failures pass through unchanged.
+pub fn for_each_line<E: From<DataError>>(
+    path: &Path,
+    mut each: impl FnMut(usize, &str) -> Result<(), E>,
+) -> Result<(), E> {
     let mut reader = open_text(path)?;
     let mut buffer = Vec::new();
     let mut number = 0;
@@ -42,13 +46,13 @@ pub fn for_each_line(path: &Path, mut each: impl FnMut(usize, &str) -> Result<()
         buffer.clear();
         let read = reader
             .read_until(b'\n', &mut buffer)
-            .map_err(|e| EvalError::line(path, number + 1, format!("cannot read: {e}")))?;
+            .map_err(|e| DataError::line(path, number + 1, format!("cannot read: {e}")))?;
         if read == 0 {
             return Ok(());
         }
         number += 1;
         let line = std::str::from_utf8(&buffer)
-            .map_err(|e| EvalError::line(path, number, format!("invalid UTF-8: {e}")))?;
+            .map_err(|e| DataError::line(path, number, format!("invalid UTF-8: {e}")))?;
         each(number, line.trim_end_matches(['\n', '\r']))?;
     }
 }
@@ -71,7 +75,7 @@ impl Qrels {
                 (4, [query, _iteration, doc, grade]) => (*query, *doc, *grade),
                 (3, [query, doc, grade]) => (*query, *doc, *grade),
                 _ => {
-                    return Err(EvalError::line(
+                    return Err(DataError::line(
                         path,
                         number,
                         format!(
@@ -87,7 +91,7 @@ impl Qrels {
                 }
             };
             let grade: i32 = grade.parse().map_err(|_| {
-                EvalError::line(
+                DataError::line(
                     path,
                     number,
                     format!("relevance `{grade}` is not an integer"),
@@ -99,7 +103,7 @@ impl Qrels {
                 .or_default()
                 .insert(doc.to_string(), grade);
             if previous.is_some() {
-                return Err(EvalError::line(
+                return Err(DataError::line(
                     path,
                     number,
                     format!("document `{doc}` judged twice for query `{query}`"),
@@ -108,7 +112,7 @@ impl Qrels {
             Ok(())
         })?;
         if qrels.queries.is_empty() {
-            return Err(EvalError::File {
+            return Err(DataError::File {
                 path: path.to_path_buf(),
                 message: "no judgements".into(),
             });
@@ -127,7 +131,7 @@ impl Run {
                 if fields.is_empty() {
                     return Ok(());
                 }
-                return Err(EvalError::line(
+                return Err(DataError::line(
                     path,
                     number,
                     format!(
@@ -137,10 +141,10 @@ impl Run {
                 ));
             };
             let value: f64 = score.parse().map_err(|_| {
-                EvalError::line(path, number, format!("score `{score}` is not a number"))
+                DataError::line(path, number, format!("score `{score}` is not a number"))
             })?;
             if !value.is_finite() {
-                return Err(EvalError::line(
+                return Err(DataError::line(
                     path,
                     number,
                     format!("score `{score}` is not finite"),
@@ -151,7 +155,7 @@ impl Run {
                 .or_default()
                 .insert(doc.to_string())
             {
-                return Err(EvalError::line(
+                return Err(DataError::line(
                     path,
                     number,
                     format!("document `{doc}` retrieved twice for query `{query}`"),

@@ -18,7 +18,7 @@
 use std::io::Write;
 use std::path::Path;
 
-use crate::error::{EvalError, Result};
+use crate::error::{DataError, Result};
 use crate::synthetic::splitmix64;
 
 /// Sizes of the task.
@@ -156,21 +156,21 @@ pub fn vocabulary(spec: &SynthSpec) -> Vec<String> {
 /// Writes the task under `out` (see the module documentation).
 pub fn write_synthetic(spec: &SynthSpec, out: &Path) -> Result<()> {
     if spec.topics < 3 || spec.words_per_topic < 2 || spec.entities == 0 || spec.noise_words == 0 {
-        return Err(EvalError::Invalid(
+        return Err(DataError::Invalid(
             "the synthetic task needs ≥ 3 topics, ≥ 2 words per topic, entities and noise words"
                 .into(),
         ));
     }
     let file = |path: &Path| -> Result<std::io::BufWriter<std::fs::File>> {
         if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| EvalError::io(parent, e))?;
+            std::fs::create_dir_all(parent).map_err(|e| DataError::io(parent, e))?;
         }
         Ok(std::io::BufWriter::new(
-            std::fs::File::create(path).map_err(|e| EvalError::io(path, e))?,
+            std::fs::File::create(path).map_err(|e| DataError::io(path, e))?,
         ))
     };
     let write = |w: &mut std::io::BufWriter<std::fs::File>, path: &Path, line: String| {
-        writeln!(w, "{line}").map_err(|e| EvalError::io(path, e))
+        writeln!(w, "{line}").map_err(|e| DataError::io(path, e))
     };
 
     let vocab_path = out.join("vocab.txt");
@@ -178,7 +178,7 @@ pub fn write_synthetic(spec: &SynthSpec, out: &Path) -> Result<()> {
     for word in vocabulary(spec) {
         write(&mut vocab, &vocab_path, word)?;
     }
-    vocab.flush().map_err(|e| EvalError::io(&vocab_path, e))?;
+    vocab.flush().map_err(|e| DataError::io(&vocab_path, e))?;
 
     let mut draws = Draws::new(spec.seed, 0);
     let train = collection(spec, &mut draws);
@@ -205,7 +205,7 @@ pub fn write_synthetic(spec: &SynthSpec, out: &Path) -> Result<()> {
     }
     triples
         .flush()
-        .map_err(|e| EvalError::io(&triples_path, e))?;
+        .map_err(|e| DataError::io(&triples_path, e))?;
 
     for (set, (name, queries)) in spec.test_sets.iter().enumerate() {
         let mut draws = Draws::new(spec.seed, set as u64 + 1);
@@ -231,7 +231,7 @@ pub fn write_synthetic(spec: &SynthSpec, out: &Path) -> Result<()> {
             (&mut query_file, &queries_path),
             (&mut qrels, &qrels_path),
         ] {
-            w.flush().map_err(|e| EvalError::io(path, e))?;
+            w.flush().map_err(|e| DataError::io(path, e))?;
         }
     }
     Ok(())

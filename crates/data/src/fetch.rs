@@ -7,7 +7,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use crate::datasets::{BEIR_13, Dataset, NANOBEIR_13};
-use crate::error::{EvalError, Result};
+use crate::error::{DataError, Result};
 
 const MSMARCO: &str = "https://msmarco.z22.web.core.windows.net/msmarcoranking";
 const BEIR: &str = "https://public.ukp.informatik.tu-darmstadt.de/thakur/BEIR/datasets";
@@ -126,7 +126,7 @@ pub fn plan(name: &str) -> Result<Vec<Download>> {
                 .find(|n| {
                     n.eq_ignore_ascii_case(requested) || n[4..].eq_ignore_ascii_case(requested)
                 })
-                .ok_or_else(|| EvalError::File {
+                .ok_or_else(|| DataError::File {
                     path: PathBuf::from("nanobeir"),
                     message: format!("unknown NanoBEIR set `{requested}`"),
                 })?;
@@ -143,7 +143,7 @@ pub fn plan(name: &str) -> Result<Vec<Download>> {
                 .collect()
         }
         other => {
-            return Err(EvalError::File {
+            return Err(DataError::File {
                 path: PathBuf::from(other),
                 message: "unknown data set; expected msmarco-dev, trec-dl-2019, beir/<name>, \
                           beir-13, nanobeir/<name> or nanobeir-13"
@@ -216,7 +216,7 @@ pub fn verify(name: &str, root: &Path) -> Result<Vec<(String, usize)>> {
         if let Some(expected) = expected_queries(&dataset.name)
             && expected != queries.len()
         {
-            return Err(EvalError::File {
+            return Err(DataError::File {
                 path: dataset.queries.clone(),
                 message: format!(
                     "{} has {} evaluated queries, the published set has {expected}",
@@ -230,13 +230,13 @@ pub fn verify(name: &str, root: &Path) -> Result<Vec<(String, usize)>> {
     Ok(checked)
 }
 
-fn missing(download: &Download, root: &Path, why: &str) -> EvalError {
+fn missing(download: &Download, root: &Path, why: &str) -> DataError {
     let files: Vec<String> = download
         .destinations()
         .iter()
         .map(|d| root.join(d).display().to_string())
         .collect();
-    EvalError::File {
+    DataError::File {
         path: root.to_path_buf(),
         message: format!(
             "cannot fetch {} ({why}); download it on a machine with network access and put {} in place",
@@ -248,7 +248,7 @@ fn missing(download: &Download, root: &Path, why: &str) -> EvalError {
 
 /// Downloads `url` into a temporary file under `root`.
 fn get(url: &str, root: &Path) -> Result<PathBuf> {
-    let io = |source| EvalError::io(root, source);
+    let io = |source| DataError::io(root, source);
     std::fs::create_dir_all(root).map_err(io)?;
     let response = ureq::get(url)
         .call()
@@ -263,7 +263,7 @@ fn get(url: &str, root: &Path) -> Result<PathBuf> {
 }
 
 fn hub_file(repo: &str, file: &str, dest: &Path) -> Result<()> {
-    let io = |source| EvalError::io(dest, source);
+    let io = |source| DataError::io(dest, source);
     let api = hf_hub::api::sync::ApiBuilder::from_env()
         .build()
         .map_err(|e| io(std::io::Error::other(e)))?;
@@ -279,7 +279,7 @@ fn hub_file(repo: &str, file: &str, dest: &Path) -> Result<()> {
 /// Extracts the payload's members of `archive` to their places under `root`; every member
 /// must be found.
 pub fn install(archive: &Path, payload: &Payload, root: &Path) -> Result<()> {
-    let io = |path: &Path, source| EvalError::io(path, source);
+    let io = |path: &Path, source| DataError::io(path, source);
     let open = || std::fs::File::open(archive).map_err(|e| io(archive, e));
     let write = |dest: &Path, reader: &mut dyn Read| {
         lsr_files::write_atomically(&root.join(dest), |out| std::io::copy(reader, out).map(drop))
@@ -331,7 +331,7 @@ pub fn install(archive: &Path, payload: &Payload, root: &Path) -> Result<()> {
 
 fn check_found(archive: &Path, members: &[(String, PathBuf)], found: &[String]) -> Result<()> {
     match members.iter().find(|(m, _)| !found.contains(m)) {
-        Some((member, _)) => Err(EvalError::File {
+        Some((member, _)) => Err(DataError::File {
             path: archive.to_path_buf(),
             message: format!("the archive has no `{member}`"),
         }),

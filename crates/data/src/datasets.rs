@@ -14,7 +14,7 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-use crate::error::{EvalError, Result};
+use crate::error::{DataError, Result};
 use crate::trec::{Qrels, Run, for_each_line};
 
 /// The NanoBEIR data sets (`zeta-alpha-ai/Nano<Name>` on the HF hub), 50 queries each.
@@ -129,7 +129,7 @@ impl Dataset {
                         n.eq_ignore_ascii_case(requested)
                             || n["Nano".len()..].eq_ignore_ascii_case(requested)
                     })
-                    .ok_or_else(|| EvalError::File {
+                    .ok_or_else(|| DataError::File {
                         path: root.join("nanobeir"),
                         message: format!(
                             "unknown NanoBEIR set `{requested}`; expected one of {}",
@@ -150,7 +150,7 @@ impl Dataset {
             }
             other => {
                 let Some(beir) = other.strip_prefix("beir/") else {
-                    return Err(EvalError::File {
+                    return Err(DataError::File {
                         path: root.to_path_buf(),
                         message: format!(
                             "unknown data set `{other}`; expected msmarco-dev, trec-dl-2019, \
@@ -176,15 +176,16 @@ impl Dataset {
 
     /// Calls `each(id, text)` for every document, streaming (the MS MARCO collection is 8.8M
     /// passages and is never held in memory).
-    pub fn for_each_document(&self, mut each: impl FnMut(&str, &str) -> Result<()>) -> Result<()> {
+    /// Generic over the caller's error type, so that an encoding error passes through.
+    pub fn for_each_document<E: From<DataError>>(
+        &self,
+        mut each: impl FnMut(&str, &str) -> Result<(), E>,
+    ) -> Result<(), E> {
         let mut seen = HashSet::new();
         read_records(&self.corpus, &self.corpus_format, |line, id, text| {
             if !seen.insert(id.to_string()) {
-                return Err(EvalError::line(
-                    &self.corpus,
-                    line,
-                    format!("duplicate document id `{id}`"),
-                ));
+                let message = format!("duplicate document id `{id}`");
+                return Err(DataError::line(&self.corpus, line, message).into());
             }
             each(id, text)
         })
@@ -204,7 +205,7 @@ impl Dataset {
         let mut seen = HashSet::new();
         read_records(&self.queries, &format, |line, id, text| {
             if !seen.insert(id.to_string()) {
-                return Err(EvalError::line(
+                return Err(DataError::line(
                     &self.queries,
                     line,
                     format!("duplicate query id `{id}`"),
@@ -216,7 +217,7 @@ impl Dataset {
             Ok(())
         })?;
         if let Some(unknown) = qrels.queries.keys().find(|q| !seen.contains(*q)) {
-            return Err(EvalError::File {
+            return Err(DataError::File {
                 path: self.qrels.clone(),
                 message: format!(
                     "judgements for query `{unknown}`, which {} does not have",
@@ -248,7 +249,7 @@ fn find(dir: &Path, file: &str) -> Result<PathBuf> {
     if gz.is_file() {
         return Ok(gz);
     }
-    Err(EvalError::File {
+    Err(DataError::File {
         path: plain,
         message: "not found (nor its .gz); put the data set's standard files under the data \
                   root (`--data-root`, default data/); see README.md, Data"
@@ -267,15 +268,15 @@ fn find_parquet(dir: &Path) -> Result<PathBuf> {
         })
         .unwrap_or_default();
     files.sort();
-    files.into_iter().next().ok_or_else(|| EvalError::File {
+    files.into_iter().next().ok_or_else(|| DataError::File {
         path: dir.to_path_buf(),
         message: "no .parquet file; fetch the set with `lsr data fetch nanobeir/<name>` or copy                   the HF dataset's files there"
             .into(),
     })
 }
 
-fn parquet_error(path: &Path, e: impl std::fmt::Display) -> EvalError {
-    EvalError::File {
+fn parquet_error(path: &Path, e: impl std::fmt::Display) -> DataError {
+    DataError::File {
         path: path.to_path_buf(),
         message: format!("cannot read parquet: {e}"),
     }
@@ -284,7 +285,7 @@ fn parquet_error(path: &Path, e: impl std::fmt::Display) -> EvalError {
 /// The string columns `names` of a parquet file, row by row.
 fn parquet_columns(path: &Path, names: &[&str]) -> Result<Vec<Vec<Option<String>>>> {
     use polars::prelude::*;
-    let file = std::fs::File::open(path).map_err(|source| EvalError::io(path, source))?;
+    let file = std::fs::File::open(path).map_err(|source| DataError::io(path, source))?;
     let frame = ParquetReader::new(file)
         .finish()
         .map_err(|e| parquet_error(path, e))?;
@@ -308,7 +309,7 @@ fn parquet_qrels(path: &Path) -> Result<Qrels> {
     let mut qrels = Qrels::default();
     for (row, (query, doc)) in columns[0].iter().zip(&columns[1]).enumerate() {
         let (Some(query), Some(doc)) = (query, doc) else {
-            return Err(EvalError::line(path, row + 1, "null id (row number)"));
+            return Err(DataError::line(path, row + 1, "null id (row number)"));
         };
         qrels
             .queries
@@ -317,7 +318,7 @@ fn parquet_qrels(path: &Path) -> Result<Qrels> {
             .insert(doc.clone(), 1);
     }
     if qrels.queries.is_empty() {
-        return Err(EvalError::File {
+        return Err(DataError::File {
             path: path.to_path_buf(),
             message: "no judgements".into(),
         });
@@ -327,22 +328,23 @@ fn parquet_qrels(path: &Path) -> Result<Qrels> {
 
 /// Streams `(line, id, text)` records of a TSV (`id<TAB>text`), BEIR JSONL or NanoBEIR
 /// parquet file (for parquet, "line" is the row number).
-fn read_records(
+fn read_records<E: From<DataError>>(
     path: &Path,
     format: &CorpusFormat,
-    mut each: impl FnMut(usize, &str, &str) -> Result<()>,
-) -> Result<()> {
+    mut each: impl FnMut(usize, &str, &str) -> Result<(), E>,
+) -> Result<(), E> {
     if *format == CorpusFormat::Parquet {
         let columns = parquet_columns(path, &["_id", "text"])?;
         if columns[0].is_empty() {
-            return Err(EvalError::File {
+            return Err(DataError::File {
                 path: path.to_path_buf(),
                 message: "empty file".into(),
-            });
+            }
+            .into());
         }
         for (row, (id, text)) in columns[0].iter().zip(&columns[1]).enumerate() {
             let Some(id) = id else {
-                return Err(EvalError::line(path, row + 1, "null `_id` (row number)"));
+                return Err(DataError::line(path, row + 1, "null `_id` (row number)").into());
             };
             each(row + 1, id, text.as_deref().unwrap_or(""))?;
         }
@@ -364,12 +366,12 @@ fn read_records(
         any = true;
         if *format == CorpusFormat::Tsv {
             let Some((id, text)) = content.split_once('\t') else {
-                return Err(EvalError::line(path, line, "expected `id<TAB>text`"));
+                return Err(DataError::line(path, line, "expected `id<TAB>text`").into());
             };
             return each(line, id, text);
         }
         let record: Record = serde_json::from_str(content).map_err(|e| {
-            EvalError::line(
+            DataError::line(
                 path,
                 line,
                 format!("expected {{\"_id\", \"title\", \"text\"}}: {e}"),
@@ -386,10 +388,11 @@ fn read_records(
         }
     })?;
     if !any {
-        return Err(EvalError::File {
+        return Err(DataError::File {
             path: path.to_path_buf(),
             message: "empty file".into(),
-        });
+        }
+        .into());
     }
     Ok(())
 }
@@ -441,7 +444,7 @@ mod tests {
         let dataset = beir(root.path(), CORPUS, QUERIES, QRELS);
         let mut docs = Vec::new();
         dataset
-            .for_each_document(|id, text| {
+            .for_each_document(|id, text| -> Result<()> {
                 docs.push((id.to_string(), text.to_string()));
                 Ok(())
             })
@@ -501,7 +504,7 @@ mod tests {
         let (queries, _) = dl.queries_and_qrels().unwrap();
         assert_eq!(queries, vec![("20".to_string(), "q".to_string())]);
         let mut n = 0;
-        dev.for_each_document(|_, _| {
+        dev.for_each_document(|_, _| -> Result<()> {
             n += 1;
             Ok(())
         })
@@ -538,7 +541,7 @@ mod tests {
         assert_eq!(dataset.name, "nanobeir/NanoSciFact");
         let mut docs = Vec::new();
         dataset
-            .for_each_document(|id, text| {
+            .for_each_document(|id, text| -> Result<()> {
                 docs.push(format!("{id}:{text}"));
                 Ok(())
             })
@@ -561,7 +564,7 @@ mod tests {
         let root = tempfile::tempdir().unwrap();
         let error = |dataset: &Dataset| {
             dataset
-                .for_each_document(|_, _| Ok(()))
+                .for_each_document(|_, _| Ok::<(), DataError>(()))
                 .unwrap_err()
                 .to_string()
         };

@@ -1,0 +1,15 @@
+//! The data lsr trains and evaluates on, and nothing that computes with a model: data sets by
+//! name (MS MARCO, TREC DL, BEIR, NanoBEIR) read from their standard files, TREC run and qrels
+//! files, downloads from the canonical locations with verification, and the offline miniature's
+//! synthetic retrieval task. Evaluation (`lsr-eval`) and training data readers build on it.
+
+pub mod datasets;
+pub mod error;
+pub mod fetch;
+pub mod miniature;
+pub mod synthetic;
+pub mod trec;
+
+pub use datasets::Dataset;
+pub use error::{DataError, Result};
+pub use trec::{Qrels, Run};
