@@ -14,12 +14,7 @@ pub fn write_atomically(
     fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
 ) -> Result<()> {
     let io = |source| FileError::io(path, source);
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(io)?;
-    let mut tmp = temporary_beside(path, dir).map_err(io)?;
+    let mut tmp = temporary_beside(path).map_err(io)?;
     {
         let mut out = std::io::BufWriter::new(tmp.as_file_mut());
         fill(&mut out).map_err(io)?;
@@ -36,21 +31,22 @@ pub fn write_through_path<E: From<FileError>>(
     path: &Path,
     write: impl FnOnce(&Path) -> std::result::Result<(), E>,
 ) -> std::result::Result<(), E> {
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let tmp = temporary_beside(path, dir).map_err(|e| FileError::io(path, e))?;
+    let tmp = temporary_beside(path).map_err(|e| FileError::io(path, e))?;
     write(tmp.path())?;
     tmp.persist(path)
         .map_err(|e| FileError::io(path, e.error))?;
     Ok(())
 }
 
-/// A hidden temporary file in `dir` with `path`'s extension and the permissions a plain
-/// `File::create` would give (tempfile's own default, 0600, would hide results from the
-/// group on a shared machine).
-fn temporary_beside(path: &Path, dir: &Path) -> std::io::Result<tempfile::NamedTempFile> {
+/// A hidden temporary file in `path`'s directory (created if missing), with `path`'s extension
+/// and the permissions a plain `File::create` would give (tempfile's own default, 0600, would
+/// hide results from the group on a shared machine).
+fn temporary_beside(path: &Path) -> std::io::Result<tempfile::NamedTempFile> {
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)?;
     let suffix = path
         .extension()
         .map(|e| format!(".{}", e.to_string_lossy()))
