@@ -7,6 +7,7 @@ use serde::de::DeserializeOwned;
 
 use crate::error::{BackboneError, Result};
 use crate::family::{self, Dims, Family};
+use crate::layers::Dropout;
 
 /// A checkpoint's `config.json`: the path it was read from (for messages), its family, and
 /// what every family answers.
@@ -16,6 +17,8 @@ pub struct ModelConfig {
     pub family: &'static Family,
     pub dims: Dims,
     text: String,
+    /// Whether the model drops where its config says in training (`false`: nowhere).
+    pub dropout: bool,
 }
 
 impl ModelConfig {
@@ -43,6 +46,7 @@ impl ModelConfig {
             family,
             dims,
             text: text.to_string(),
+            dropout: true,
         })
     }
 
@@ -54,6 +58,20 @@ impl ModelConfig {
     /// The config as the family's own type, naming the field that does not fit.
     pub fn arch<T: DeserializeOwned>(&self) -> Result<T> {
         parse_json(&self.path, &self.text)
+    }
+}
+
+impl ModelConfig {
+    /// The dropout of config field `field` with probability `p` (none if this model is loaded
+    /// without dropout); `p` must be in [0, 1).
+    pub fn dropout(&self, field: &str, p: f64) -> Result<Dropout> {
+        if !(0.0..1.0).contains(&p) {
+            return Err(BackboneError::config(
+                &self.path,
+                format!("field `{field}`: a dropout probability must be in [0, 1), got {p}"),
+            ));
+        }
+        Ok(Dropout(if self.dropout { p } else { 0.0 }))
     }
 }
 
@@ -87,6 +105,12 @@ pub(crate) fn parse_json<T: DeserializeOwned>(path: &Path, text: &str) -> Result
         };
         BackboneError::config(path, message)
     })
+}
+
+/// transformers' `hidden_dropout_prob` / `attention_probs_dropout_prob` default (BERT, RoBERTa)
+/// and DistilBERT's `dropout` / `attention_dropout`.
+pub(crate) fn default_dropout() -> f64 {
+    0.1
 }
 
 pub(crate) fn default_true() -> bool {

@@ -43,6 +43,16 @@ pub enum BackboneError {
     Tokenizer { path: PathBuf, message: String },
     #[error("k must be finite and > 0, got {0}")]
     InvalidScale(f64),
+    #[error(
+        "{}: this checkpoint's MLM head is already divided by k = {recorded} (by lsr); use it \
+         with k = 1, or force a second division by {asked}",
+        path.display()
+    )]
+    AlreadyRescaled {
+        path: PathBuf,
+        recorded: f64,
+        asked: f64,
+    },
     #[error("{0}")]
     Checkpoint(String),
     #[error("device `{spec}`: {message}")]

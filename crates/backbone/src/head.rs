@@ -1,6 +1,7 @@
 //! The MLM head as one concept across families: a transform (dense, activation, LayerNorm),
 //! a decoder matrix `[vocab, dim]` (tied to the word embeddings or held by the head), and a
-//! vocabulary bias. `logits = norm(act(dense(h))) · decoderᵀ + bias`.
+//! vocabulary bias where the architecture has one. `logits = norm(act(dense(h))) · decoderᵀ +
+//! bias`.
 
 use burn::module::Param;
 use burn::nn::{LayerNorm, Linear};
@@ -37,7 +38,7 @@ pub struct HeadShape {
     pub activation: Activation,
     pub dense_bias: bool,
     pub norm_bias: bool,
-    /// ModernBERT's `decoder_bias: false` has no vocabulary bias; it is then zero.
+    /// ModernBERT's `decoder_bias: false` has no vocabulary bias.
     pub vocab_bias: bool,
     pub tied: bool,
 }
@@ -73,7 +74,9 @@ pub struct MlmHead {
     pub norm: LayerNorm,
     /// `[vocab, dim]`, PyTorch's layout. `None`: tied, the encoder's word embeddings are used.
     pub decoder: Option<Param<Tensor<2>>>,
-    pub bias: Param<Tensor<1>>,
+    /// `None` where the architecture has no vocabulary bias: not a parameter that training
+    /// could move and export would drop.
+    pub bias: Option<Param<Tensor<1>>>,
     #[module(skip)]
     pub activation: Activation,
     /// Where the family stores an untied decoder (`cls.predictions.decoder.weight`), for
@@ -103,13 +106,10 @@ impl MlmHead {
             Some(w.param(names.decoder_weight, value, false))
         };
         let bias = if shape.vocab_bias {
-            w.param(
-                bias_name,
-                w.tensor_init(bias_name, [shape.vocab], Init::Zeros)?,
-                false,
-            )
+            let value = w.tensor_init(bias_name, [shape.vocab], Init::Zeros)?;
+            Some(w.param(bias_name, value, false))
         } else {
-            Param::from_tensor(Tensor::zeros([shape.vocab], w.device()))
+            None
         };
         Ok(Self {
             dense: w.linear(names.dense, shape.hidden, shape.embedding, shape.dense_bias)?,
@@ -187,8 +187,11 @@ impl MlmHead {
         dtype: DType,
     ) -> Tensor<2> {
         let rows = decoder.slice_dim(0, terms.clone());
-        let bias = self.bias.val().slice_dim(0, terms).cast(dtype);
-        matmul_transposed(flat, rows, dtype) + bias.unsqueeze::<2>()
+        let logits = matmul_transposed(flat, rows, dtype);
+        match &self.bias {
+            Some(bias) => logits + bias.val().slice_dim(0, terms).cast(dtype).unsqueeze::<2>(),
+            None => logits,
+        }
     }
 
     pub fn decoder_or(&self, tied_embeddings: Tensor<2>) -> Tensor<2> {

@@ -15,7 +15,8 @@ use crate::weights::TensorOrigin;
 
 /// Writes `model` as a Hugging Face checkpoint in `out`: `model.safetensors` (f32, the
 /// family's tensor names; a tied decoder stays implicit, as HF stores it), `config.json` (the
-/// source's, with `tie_word_embeddings: false` if the head was untied) and the tokenizer files.
+/// source's, with `tie_word_embeddings: false` if the head was untied), the tokenizer files and,
+/// for a head lsr divided, its `RescaleRecord`.
 /// Everything is written into a sibling temporary directory renamed into place, and an
 /// existing non-empty `out` is refused, so a finished export is never half-overwritten.
 pub fn write_checkpoint(
@@ -35,6 +36,10 @@ pub fn write_checkpoint(
     write_directory(out, |staging| {
         write_safetensors(model, names, &staging.join("model.safetensors"))?;
         write_json(&staging.join("config.json"), &config)?;
+        if let Some(record) = &model.rescaled {
+            let record = serde_json::to_value(record).expect("a record serialises");
+            write_json(&staging.join(crate::model::RESCALE_RECORD), &record)?;
+        }
         for file in [
             "tokenizer.json",
             "tokenizer_config.json",
@@ -102,9 +107,6 @@ fn hf_tensors(model: &MaskedLm, names: &TensorNames) -> Result<Vec<(String, Tens
             Some(origin) => origin.name.clone(),
             // An untied copy made by `rescale_mlm_head(k, Untie)`.
             None if path == "head.decoder" => model.head.untied_decoder_name.clone(),
-            // The zero vocabulary bias of a head configured without one (ModernBERT
-            // `decoder_bias: false`) has no HF tensor.
-            None if path == "head.bias" => continue,
             None => {
                 return Err(BackboneError::Checkpoint(format!(
                     "parameter `{path}` has no Hugging Face name; it was not read from the \
@@ -283,6 +285,12 @@ mod tests {
                 .map(|(a, b)| (a - b).abs())
                 .fold(0.0, f32::max);
             assert!(max_diff == 0.0, "{family} {mode:?}: max |Δ| {max_diff}");
+            let record = reloaded
+                .model
+                .rescaled
+                .clone()
+                .expect("the export records k");
+            assert_eq!((record.k, record.mode), (4.0, mode), "{family}");
 
             let again = write_checkpoint(
                 &model,
@@ -292,5 +300,49 @@ mod tests {
             );
             assert!(again.unwrap_err().to_string().contains("not empty"));
         }
+    }
+
+    #[test]
+    fn a_recorded_rescale_is_not_repeated_silently() {
+        let dir = fixtures_dir().join("bert");
+        let backbone = Backbone::load(dir.to_str().unwrap(), &Device::flex(), 32).unwrap();
+        assert_eq!(backbone.model.rescaled, None);
+        let model = backbone
+            .model
+            .clone()
+            .rescale_mlm_head(16.0, RescaleMode::Shared)
+            .unwrap();
+        let out = tempfile::tempdir().unwrap();
+        let target = out.path().join("exported");
+        write_checkpoint(
+            &model,
+            &backbone.tensor_names,
+            &backbone.checkpoint,
+            &target,
+        )
+        .unwrap();
+
+        let exported = Backbone::load(target.to_str().unwrap(), &Device::flex(), 32).unwrap();
+        let message = exported
+            .model
+            .clone()
+            .rescale_mlm_head(16.0, RescaleMode::Shared)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            message.contains(crate::model::RESCALE_RECORD) && message.contains("k = 16"),
+            "{message}"
+        );
+        let same = exported
+            .model
+            .clone()
+            .rescale_mlm_head(1.0, RescaleMode::Shared)
+            .unwrap();
+        assert_eq!(same.rescaled.map(|r| r.k), Some(16.0));
+        let twice = exported
+            .model
+            .rescale_mlm_head_again(2.0, RescaleMode::Shared)
+            .unwrap();
+        assert_eq!(twice.rescaled.map(|r| r.k), Some(32.0));
     }
 }

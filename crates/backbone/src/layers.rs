@@ -1,10 +1,11 @@
 //! Building blocks shared by several architectures: activations, attention with an additive
 //! mask, rotate-half RoPE, fused-qkv rotary attention and the gated MLP of GTE and ModernBERT,
-//! and the post-LN transformer block of BERT, DistilBERT and ALBERT.
+//! and the post-LN transformer block of BERT, DistilBERT and ALBERT; dropout as transformers
+//! applies it in training.
 
 use burn::nn::{Embedding, LayerNorm, Linear};
 use burn::prelude::*;
-use burn::tensor::{DType, activation};
+use burn::tensor::{DType, Distribution, activation};
 
 use crate::error::{BackboneError, Result};
 use crate::precision::{linear, residual};
@@ -53,6 +54,24 @@ impl Activation {
     }
 }
 
+/// Dropout with probability p, as transformers applies it under `model.train()`: only on a
+/// device that records a backward pass (so encoding and evaluation never drop), kept values
+/// scaled by 1/(1 − p). The masks come from the device's generator, which training seeds before
+/// every micro-batch from the run's seed and position, so a resumed run draws the same masks.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Dropout(pub f64);
+
+impl Dropout {
+    pub fn forward<const D: usize>(self, x: Tensor<D>) -> Tensor<D> {
+        if self.0 == 0.0 || !x.device().is_autodiff() {
+            return x;
+        }
+        let keep = 1.0 - self.0;
+        let kept = x.random_like(Distribution::Bernoulli(keep));
+        (x * kept).div_scalar(keep)
+    }
+}
+
 /// `[B, L, H]` → `[B, heads, L, H / heads]`.
 pub fn split_heads(x: Tensor<3>, heads: usize) -> Tensor<4> {
     let [batch, len, hidden] = x.dims();
@@ -66,10 +85,16 @@ pub fn merge_heads(x: Tensor<4>) -> Tensor<3> {
     x.swap_dims(1, 2).reshape([batch, len, heads * dim])
 }
 
-/// `softmax(q·kᵀ/√d + bias)·v` over `[B, heads, L, d]` tensors, the products in `q`'s dtype and
-/// the scores widened to f32 for the bias and the softmax (autocast's choice: a bf16 softmax
-/// over long rows loses the small probabilities).
-pub fn attend(q: Tensor<4>, k: Tensor<4>, v: Tensor<4>, bias: Tensor<4>) -> Tensor<4> {
+/// `dropout(softmax(q·kᵀ/√d + bias))·v` over `[B, heads, L, d]` tensors, the products in `q`'s
+/// dtype and the scores widened to f32 for the bias and the softmax (autocast's choice: a bf16
+/// softmax over long rows loses the small probabilities).
+pub fn attend(
+    q: Tensor<4>,
+    k: Tensor<4>,
+    v: Tensor<4>,
+    bias: Tensor<4>,
+    dropout: Dropout,
+) -> Tensor<4> {
     let dtype = q.dtype();
     let head_dim = q.dims()[3] as f64;
     let scores = q
@@ -77,7 +102,9 @@ pub fn attend(q: Tensor<4>, k: Tensor<4>, v: Tensor<4>, bias: Tensor<4>) -> Tens
         .cast(DType::F32)
         .div_scalar(head_dim.sqrt())
         + bias;
-    activation::softmax(scores, 3).cast(dtype).matmul(v)
+    dropout
+        .forward(activation::softmax(scores, 3).cast(dtype))
+        .matmul(v)
 }
 
 /// Additive `[B, 1, 1, L]` bias that hides padded keys (`mask` is 1 for tokens, 0 for pads).
@@ -158,7 +185,9 @@ impl Rope {
 }
 
 /// Self-attention from a fused q | k | v projection with rotary positions (GTE, ModernBERT):
-/// `out(attention(rope(q), rope(k), v))` of `x`, products in `dtype`.
+/// `out(attention(rope(q), rope(k), v))` of `x`, products in `dtype`, `probs_dropout` on the
+/// attention probabilities.
+#[allow(clippy::too_many_arguments)]
 pub fn rotary_attention(
     qkv: &Linear,
     out: &Linear,
@@ -166,6 +195,7 @@ pub fn rotary_attention(
     heads: usize,
     rope: &Rope,
     bias: Tensor<4>,
+    probs_dropout: Dropout,
     dtype: DType,
 ) -> Tensor<3> {
     let qkv = linear(qkv, x, dtype);
@@ -176,7 +206,13 @@ pub fn rotary_attention(
             heads,
         )
     };
-    let context = attend(rope.apply(part(0)), rope.apply(part(1)), part(2), bias);
+    let context = attend(
+        rope.apply(part(0)),
+        rope.apply(part(1)),
+        part(2),
+        bias,
+        probs_dropout,
+    );
     linear(out, merge_heads(context), dtype)
 }
 
@@ -189,14 +225,15 @@ pub enum ActivatedHalf {
     Second,
 }
 
-/// A gated MLP (GTE, ModernBERT): `down(act(one half) · other half)` of `up(x)`, products in
-/// `dtype`.
+/// A gated MLP (GTE, ModernBERT): `down(dropout(act(one half) · other half))` of `up(x)`,
+/// products in `dtype`.
 pub fn gated_mlp(
     up: &Linear,
     down: &Linear,
     x: Tensor<3>,
     activation: Activation,
     activated: ActivatedHalf,
+    inner_dropout: Dropout,
     dtype: DType,
 ) -> Tensor<3> {
     let projected = linear(up, x, dtype);
@@ -207,7 +244,7 @@ pub fn gated_mlp(
         ActivatedHalf::First => activation.forward(first) * second,
         ActivatedHalf::Second => activation.forward(second) * first,
     };
-    linear(down, gated, dtype)
+    linear(down, inner_dropout.forward(gated), dtype)
 }
 
 /// The first `rows` rows of a learned embedding table as `[1, rows, dim]`, to broadcast over
@@ -253,9 +290,19 @@ pub struct PostLnShape {
     pub heads: usize,
     pub eps: f64,
     pub activation: Activation,
+    pub dropout: PostLnDropout,
 }
 
-/// BERT's encoder layer: `a = LN(x + O·Attn(x))`, `x = LN(a + W2·act(W1·a))`.
+/// Where a post-LN block drops in training: the families place dropout differently (DistilBERT
+/// not after the attention output, ALBERT not after the feed-forward output).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PostLnDropout {
+    pub attention_probs: Dropout,
+    pub attention_output: Dropout,
+    pub output: Dropout,
+}
+
+/// BERT's encoder layer: `a = LN(x + drop(O·Attn(x)))`, `x = LN(a + drop(W2·act(W1·a)))`.
 #[derive(Module, Debug)]
 pub struct PostLnBlock {
     pub query: Linear,
@@ -270,6 +317,8 @@ pub struct PostLnBlock {
     pub heads: usize,
     #[module(skip)]
     pub activation: Activation,
+    #[module(skip)]
+    pub dropout: PostLnDropout,
 }
 
 impl PostLnBlock {
@@ -291,6 +340,7 @@ impl PostLnBlock {
             output_norm: w.layer_norm(names.output_norm, h, eps, true)?,
             heads: shape.heads,
             activation: shape.activation,
+            dropout: shape.dropout,
         })
     }
 
@@ -300,14 +350,46 @@ impl PostLnBlock {
         let q = split_heads(linear(&self.query, h.clone(), dtype), self.heads);
         let k = split_heads(linear(&self.key, h.clone(), dtype), self.heads);
         let v = split_heads(linear(&self.value, h, dtype), self.heads);
-        let context = merge_heads(attend(q, k, v, bias));
+        let drop = self.dropout;
+        let context = merge_heads(attend(q, k, v, bias, drop.attention_probs));
+        let attended = linear(&self.attention_output, context, dtype);
         let a = self
             .attention_norm
-            .forward(residual(x, linear(&self.attention_output, context, dtype)));
+            .forward(residual(x, drop.attention_output.forward(attended)));
         let inner = self
             .activation
             .forward(linear(&self.intermediate, a.clone(), dtype));
-        self.output_norm
-            .forward(residual(a, linear(&self.output, inner, dtype)))
+        let output = drop.output.forward(linear(&self.output, inner, dtype));
+        self.output_norm.forward(residual(a, output))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn values(t: Tensor<2>) -> Vec<f32> {
+        t.into_data().convert::<f32>().try_into_vec().unwrap()
+    }
+
+    #[test]
+    fn dropout_zeroes_a_fraction_p_and_scales_the_rest_in_training_only() {
+        let p = 0.1;
+        let host = Device::flex();
+        let ones = Tensor::<2>::ones([200, 500], &host);
+        assert_eq!(values(Dropout(p).forward(ones.clone())), values(ones));
+
+        let training = host.clone().autodiff();
+        training.seed(7);
+        let dropped = values(Dropout(p).forward(Tensor::<2>::ones([200, 500], &training)));
+        let zeros = dropped.iter().filter(|&&v| v == 0.0).count() as f64 / dropped.len() as f64;
+        // 10⁵ draws: the fraction's standard deviation is below 0.001.
+        assert!((zeros - p).abs() < 0.005, "zeroed fraction {zeros}");
+        let kept = (1.0 / (1.0 - p)) as f32;
+        assert!(dropped.iter().all(|&v| v == 0.0 || (v - kept).abs() < 1e-6));
+
+        training.seed(7);
+        let again = values(Dropout(p).forward(Tensor::<2>::ones([200, 500], &training)));
+        assert_eq!(dropped, again, "the same seed draws the same mask");
     }
 }

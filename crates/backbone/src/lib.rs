@@ -29,7 +29,7 @@ pub use error::{BackboneError, Result};
 pub use family::{Dims, Encoder, EncoderModel, FAMILIES, Family};
 pub use head::MlmHead;
 pub use hf_names::{TensorNames, parameter_values, write_checkpoint};
-pub use model::{Backbone, MaskedLm, RescaleMode, check_scale};
+pub use model::{Backbone, MaskedLm, RESCALE_RECORD, RescaleMode, RescaleRecord, check_scale};
 pub use precision::Precision;
 pub use stats::HeadStats;
 pub use tokenizer::{TextTokenizer, TokenBatch};

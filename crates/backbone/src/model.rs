@@ -1,8 +1,11 @@
 //! A masked-LM backbone of any supported family: encoder + MLM head, with the paper's
 //! rescaling of the decoder projection.
 
+use std::path::{Path, PathBuf};
+
 use burn::module::{Param, Parameter};
 use burn::prelude::*;
+use serde::{Deserialize, Serialize};
 
 use crate::checkpoint::Checkpoint;
 use crate::config::ModelConfig;
@@ -15,7 +18,8 @@ use crate::tokenizer::TextTokenizer;
 use crate::weights::Weights;
 
 /// How `rescale_mlm_head` treats a decoder tied to the word embeddings.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum RescaleMode {
     /// Divide the shared matrix, keeping the tie (the paper's reading): the input embeddings
     /// are divided too.
@@ -41,6 +45,42 @@ pub fn check_scale(k: f64) -> Result<()> {
     }
 }
 
+/// What lsr's rescaling did to a checkpoint's head, kept beside an exported `config.json`
+/// ([`RESCALE_RECORD`], which transformers ignores), so that a second division is not silent.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RescaleRecord {
+    /// The product of every k the head was divided by.
+    pub k: f64,
+    pub mode: RescaleMode,
+    /// The lsr version that divided it.
+    pub lsr_version: String,
+    /// Where it was read from (for messages); not written.
+    #[serde(skip)]
+    pub source: PathBuf,
+}
+
+/// The file beside `config.json` that records a rescaled head.
+pub const RESCALE_RECORD: &str = "lsr-rescale.json";
+
+impl RescaleRecord {
+    /// The record in checkpoint directory `dir`, if it has one.
+    pub fn read(dir: &Path) -> Result<Option<Self>> {
+        let path = dir.join(RESCALE_RECORD);
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(BackboneError::io(&path, e)),
+        };
+        let record: Self = crate::config::parse_json(&path, &text)?;
+        check_scale(record.k)
+            .map_err(|e| BackboneError::config(&path, format!("field `k`: {e}")))?;
+        Ok(Some(Self {
+            source: path,
+            ..record
+        }))
+    }
+}
+
 #[derive(Module, Debug)]
 pub struct MaskedLm {
     pub encoder: Encoder,
@@ -48,6 +88,9 @@ pub struct MaskedLm {
     /// The arithmetic of `forward`; the parameters are f32 either way.
     #[module(skip)]
     pub precision: Precision,
+    /// Whether (and by what k) lsr has divided this head, from the checkpoint or since loading.
+    #[module(skip)]
+    pub rescaled: Option<RescaleRecord>,
 }
 
 impl MaskedLm {
@@ -57,6 +100,7 @@ impl MaskedLm {
             encoder,
             head,
             precision: Precision::F32,
+            rescaled: None,
         })
     }
 
@@ -89,6 +133,11 @@ impl MaskedLm {
             .forward_reduced(hidden, self.tied_embeddings(), dtype, tile, reduce)
     }
 
+    /// The device the parameters live on.
+    pub fn device(&self) -> Device {
+        self.head.dense.weight.val().device()
+    }
+
     fn tied_embeddings(&self) -> Tensor<2> {
         self.encoder.word_embeddings().weight.val()
     }
@@ -104,8 +153,42 @@ impl MaskedLm {
 
     /// Divides the decoder projection by `k` (the vocabulary bias and the transform are left
     /// alone). A tied decoder is divided in place, on the shared matrix, unless `mode` unties.
-    pub fn rescale_mlm_head(mut self, k: f64, mode: RescaleMode) -> Result<Self> {
+    /// A head lsr has already divided is refused (k = 1 aside): see
+    /// [`MaskedLm::rescale_mlm_head_again`].
+    pub fn rescale_mlm_head(self, k: f64, mode: RescaleMode) -> Result<Self> {
         check_scale(k)?;
+        if let Some(record) = &self.rescaled
+            && record.k != 1.0
+            && k != 1.0
+        {
+            return Err(BackboneError::AlreadyRescaled {
+                path: record.source.clone(),
+                recorded: record.k,
+                asked: k,
+            });
+        }
+        self.rescale_mlm_head_again(k, mode)
+    }
+
+    /// As [`MaskedLm::rescale_mlm_head`], dividing a head lsr has already divided once more;
+    /// the record keeps the product of the two k.
+    pub fn rescale_mlm_head_again(mut self, k: f64, mode: RescaleMode) -> Result<Self> {
+        check_scale(k)?;
+        let unties = mode == RescaleMode::Untie && self.is_tied();
+        if k == 1.0 && !unties {
+            return Ok(self);
+        }
+        let previous = self.rescaled.take();
+        let untied = unties
+            || previous
+                .as_ref()
+                .is_some_and(|r| r.mode == RescaleMode::Untie);
+        self.rescaled = Some(RescaleRecord {
+            k: k * previous.as_ref().map_or(1.0, |r| r.k),
+            mode: RescaleMode::untie_if(untied),
+            lsr_version: env!("CARGO_PKG_VERSION").to_string(),
+            source: previous.map(|r| r.source).unwrap_or_default(),
+        });
         if mode == RescaleMode::Untie && self.is_tied() {
             let copy = self.tied_embeddings().div_scalar(k).detach();
             self.head.decoder = Some(Param::from_tensor(copy));
@@ -142,10 +225,22 @@ pub struct Backbone {
 
 impl Backbone {
     /// Resolves `spec` (directory or HF id), reads config, weights and tokenizer onto `device`.
-    /// Texts are truncated to `max_length` tokens (capped by the model's positions).
+    /// Texts are truncated to `max_length` tokens (capped by the model's positions). The model
+    /// drops where its config says, on an autodiff device only (`layers::Dropout`).
     pub fn load(spec: &str, device: &Device, max_length: usize) -> Result<Self> {
+        Self::load_with_dropout(spec, device, max_length, true)
+    }
+
+    /// As [`Backbone::load`]; `dropout: false` builds the model without any dropout.
+    pub fn load_with_dropout(
+        spec: &str,
+        device: &Device,
+        max_length: usize,
+        dropout: bool,
+    ) -> Result<Self> {
         let checkpoint = Checkpoint::resolve(spec)?;
-        let config = ModelConfig::read(&checkpoint.config)?;
+        let mut config = ModelConfig::read(&checkpoint.config)?;
+        config.dropout = dropout;
         // The tokenizer first: a vocabulary that does not fit the embeddings says more about a
         // mismatched checkpoint than the weight errors that would follow.
         let tokenizer = TextTokenizer::from_file(
@@ -155,7 +250,10 @@ impl Backbone {
             max_length.min(config.dims.max_positions),
         )?;
         let weights = Weights::open(&checkpoint.weights, device)?;
-        let model = MaskedLm::load(&config, &weights)?;
+        let model = MaskedLm {
+            rescaled: RescaleRecord::read(checkpoint.config.parent().unwrap_or(Path::new(".")))?,
+            ..MaskedLm::load(&config, &weights)?
+        };
         let tensor_names = TensorNames::collect(&model, &weights.origins());
         Ok(Self {
             checkpoint,

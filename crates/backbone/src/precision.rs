@@ -119,14 +119,14 @@ mod tests {
 
     #[test]
     fn attention_softmax_is_f32_and_the_output_is_in_the_input_dtype() {
-        use crate::layers::attend;
+        use crate::layers::{Dropout, attend};
         let device = Device::flex();
         let values: Vec<f32> = (0..2 * 3 * 4).map(|i| (i as f32 * 0.37).sin()).collect();
         let t = || Tensor::<4>::from_data(TensorData::new(values.clone(), [1, 2, 3, 4]), &device);
         let bias = Tensor::<4>::zeros([1, 1, 1, 3], &device);
-        let exact = attend(t(), t(), t(), bias.clone());
+        let exact = attend(t(), t(), t(), bias.clone(), Dropout(0.0));
         let bf16 = || t().cast(DType::BF16);
-        let mixed = attend(bf16(), bf16(), bf16(), bias);
+        let mixed = attend(bf16(), bf16(), bf16(), bias, Dropout(0.0));
         assert_eq!(mixed.dtype(), DType::BF16);
         let a: Vec<f32> = exact.into_data().convert::<f32>().try_into_vec().unwrap();
         let b: Vec<f32> = mixed.into_data().convert::<f32>().try_into_vec().unwrap();

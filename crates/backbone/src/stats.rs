@@ -36,6 +36,8 @@ pub struct HeadStats {
     pub logit_max: f64,
     /// Mean over probe texts of the largest SPLADE weight `max_t log(1 + relu(logit))`.
     pub probe_max_weight: f64,
+    /// The k lsr divided this head by, as the checkpoint records it (an lsr export).
+    pub rescaled_k: Option<f64>,
 }
 
 impl HeadStats {
@@ -49,11 +51,14 @@ impl HeadStats {
             .copied()
             .unwrap_or(0.0)
             .sqrt();
-        let bias = values(model.head.bias.val());
+        let bias = match &model.head.bias {
+            Some(bias) => values(bias.val()),
+            None => vec![0.0; vocab],
+        };
         let (bias_mean, bias_std) = mean_std(&bias);
 
         let batch = backbone.tokenizer.encode_batch(&PROBE_TEXTS)?;
-        let device = model.head.bias.val().device();
+        let device = model.device();
         let (ids, mask) = batch.to_tensors(&device);
         let logits = values(model.forward(ids, mask));
         let mut token_logits = Vec::new();
@@ -87,6 +92,7 @@ impl HeadStats {
             logit_std,
             logit_max: token_logits.iter().copied().fold(f64::MIN, f64::max),
             probe_max_weight: mean_std(&max_weights).0,
+            rescaled_k: model.rescaled.as_ref().map(|r| r.k),
         })
     }
 }

@@ -22,8 +22,13 @@ fn centred_logits(backbone: &Backbone) -> Vec<f32> {
     let batch = backbone.tokenizer.encode_batch(&texts).unwrap();
     let device = Device::flex();
     let (ids, mask) = batch.to_tensors(&device);
-    let bias = backbone.model.head.bias.val().unsqueeze::<3>();
-    let logits = (backbone.model.forward(ids, mask) - bias)
+    let bias = backbone
+        .model
+        .head
+        .bias
+        .as_ref()
+        .expect("a vocabulary bias");
+    let logits = (backbone.model.forward(ids, mask) - bias.val().unsqueeze::<3>())
         .into_data()
         .try_into_vec::<f32>()
         .unwrap();

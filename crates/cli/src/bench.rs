@@ -264,9 +264,11 @@ fn rayon_threads() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
-/// A random model of BERT-base's shape on `device`.
+/// A random model of BERT-base's shape on `device`, without dropout (as the PyTorch
+/// references in `scripts/bench/` are configured).
 fn bert_base(device: &Device) -> Result<MaskedLm> {
-    let config = ModelConfig::parse(Path::new("<bert-base-uncased shape>"), BERT_BASE)?;
+    let mut config = ModelConfig::parse(Path::new("<bert-base-uncased shape>"), BERT_BASE)?;
+    config.dropout = false;
     Ok(MaskedLm::load(&config, &Weights::random(0, 0.02, device))?)
 }
 

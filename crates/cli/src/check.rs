@@ -179,7 +179,7 @@ pub fn run(args: CheckArgs) -> Result<()> {
     let train_device = device.clone().autodiff();
     let bounds = tolerance.step(&args.fixtures)?;
     for family in ["bert", "modernbert"] {
-        let step = step_deviation(&args.fixtures, family, &train_device, args.precision)?;
+        let step = step_deviation(&args.fixtures, family, None, &train_device, args.precision)?;
         let worst = step.scalars.iter().max_by(|a, b| {
             let rel = |s: &(String, f64, f64)| (s.1 - s.2).abs() / s.2.abs().max(1.0);
             rel(a).total_cmp(&rel(b))

@@ -18,6 +18,9 @@ pub struct ModelArgs {
     /// With a tied decoder, rescale an untied copy instead of the shared matrix.
     #[arg(long)]
     untie: bool,
+    /// Divide by k even a head that lsr has already divided (an export records its k).
+    #[arg(long)]
+    rescale_again: bool,
     /// flex, wgpu[:N] or cuda[:N]; default: `$LSR_DEVICE`, else the best backend that starts here.
     #[arg(long)]
     device: Option<String>,
@@ -33,6 +36,10 @@ impl ModelArgs {
         let mut backbone = Backbone::load(&self.checkpoint, &device, max_length)?;
         backbone.model = backbone.model.with_precision(self.precision);
         let mode = RescaleMode::untie_if(self.untie);
+        if self.rescale_again {
+            backbone.model = backbone.model.rescale_mlm_head_again(self.k, mode)?;
+            return Ok(SpladeEncoder::new(backbone, 1.0, mode)?);
+        }
         Ok(SpladeEncoder::new(backbone, self.k, mode)?)
     }
 }

@@ -32,7 +32,7 @@ pub fn run(args: NormsArgs) -> Result<()> {
         return Ok(());
     }
     println!(
-        "{:<32} {:<10} {:>5} {:>7} {:>5} {:>9} {:>9} {:>9} {:>10} {:>9} {:>8} {:>9} {:>8} {:>9}",
+        "{:<32} {:<10} {:>5} {:>7} {:>5} {:>9} {:>9} {:>9} {:>10} {:>9} {:>8} {:>9} {:>8} {:>9} {:>6}",
         "checkpoint",
         "family",
         "tied",
@@ -46,11 +46,12 @@ pub fn run(args: NormsArgs) -> Result<()> {
         "bias_std",
         "logit_std",
         "logit_max",
-        "max_w"
+        "max_w",
+        "lsr_k"
     );
     for s in &rows {
         println!(
-            "{:<32} {:<10} {:>5} {:>7} {:>5} {:>9.4} {:>9.4} {:>9.4} {:>10.3} {:>9.4} {:>8.4} {:>9.4} {:>8.3} {:>9.4}",
+            "{:<32} {:<10} {:>5} {:>7} {:>5} {:>9.4} {:>9.4} {:>9.4} {:>10.3} {:>9.4} {:>8.4} {:>9.4} {:>8.3} {:>9.4} {:>6}",
             s.checkpoint,
             s.family,
             s.tied,
@@ -64,7 +65,8 @@ pub fn run(args: NormsArgs) -> Result<()> {
             s.bias_std,
             s.logit_std,
             s.logit_max,
-            s.probe_max_weight
+            s.probe_max_weight,
+            s.rescaled_k.map_or("-".to_string(), |k| format!("{k}"))
         );
     }
     Ok(())

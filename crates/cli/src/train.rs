@@ -43,8 +43,16 @@ pub fn run(args: TrainArgs) -> Result<bool> {
             eprintln!("finished {steps} steps; model: {}", model.display());
             Ok(false)
         }
-        Outcome::Collapsed { step, reason } => {
+        Outcome::Collapsed {
+            step,
+            reason,
+            model,
+        } => {
             eprintln!("collapsed at step {step}: {reason}");
+            match model {
+                Some(model) => eprintln!("model at the collapse: {}", model.display()),
+                None => eprintln!("no model: its weights are not finite"),
+            }
             Ok(true)
         }
     }

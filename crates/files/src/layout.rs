@@ -5,7 +5,7 @@
 //! | `config.toml`, `train.csv`, `status.json` | training | see `status` and `lsr-train` |
 //! | `cell.json` | the matrix, first | backbone, k, git commit, crate versions, device |
 //! | `eval/<dataset>/` | evaluation | vectors, run, metrics, per-query metrics |
-//! | `metrics.json` | the matrix, last | every data set's report: the cell is done |
+//! | `metrics.json` | the matrix, last | every data set's report: the cell is done (or, after a collapse, evaluated) |
 //! | `failure.json` | the matrix | the error that stopped the cell (removed when retried) |
 
 use std::path::Path;
@@ -27,7 +27,8 @@ pub enum CellState {
     Done,
     /// Training started and did not end: running now, or interrupted (a run resumes it).
     Running,
-    /// Training collapsed: a result, kept.
+    /// Training collapsed: a result, kept, and evaluated at the collapse unless its weights
+    /// were not finite.
     Collapsed,
     /// Training or evaluation stopped with an error (a run retries it).
     Failed,
@@ -57,17 +58,27 @@ pub struct CellInfo {
 
 /// The state of the cell whose results are in `dir`.
 pub fn cell_state(dir: &Path) -> Result<CellState> {
+    let status = StatusFile::read(dir)?;
+    let collapsed = status
+        .as_ref()
+        .is_some_and(|s| s.status == RunStatus::Collapsed);
     if dir.join(METRICS).exists() {
-        return Ok(CellState::Done);
+        return Ok(if collapsed {
+            CellState::Collapsed
+        } else {
+            CellState::Done
+        });
     }
     if dir.join(FAILURE).exists() {
         return Ok(CellState::Failed);
     }
-    Ok(match StatusFile::read(dir)?.map(|s| s.status) {
+    Ok(match status {
         None => CellState::Missing,
-        Some(RunStatus::Collapsed) => CellState::Collapsed,
-        Some(RunStatus::Failed) => CellState::Failed,
+        // A model to evaluate (what a run does next), or none: the result is the collapse.
+        Some(s) if s.status == RunStatus::Collapsed && s.model.is_some() => CellState::Running,
+        Some(s) if s.status == RunStatus::Collapsed => CellState::Collapsed,
+        Some(s) if s.status == RunStatus::Failed => CellState::Failed,
         // A finished training run still to be evaluated is in progress.
-        Some(RunStatus::Running | RunStatus::Finished) => CellState::Running,
+        Some(_) => CellState::Running,
     })
 }

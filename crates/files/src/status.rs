@@ -27,9 +27,14 @@ pub struct StatusFile {
     pub steps: usize,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
-    /// The trained model as an HF checkpoint (head already rescaled: evaluate it with k = 1).
+    /// The trained model as an HF checkpoint (head already rescaled: evaluate it with k = 1);
+    /// for a collapsed run, the model at the collapse (none if its weights are not finite).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<PathBuf>,
+    /// Something the run did that a reader should know, though it went on (vectors that grew
+    /// towards the whole vocabulary).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warning: Option<String>,
 }
 
 impl StatusFile {

@@ -112,13 +112,18 @@ fn run_cell(matrix: &Matrix, cell: &Cell) -> Result<CellState> {
         device: format!("{device:?}"),
     };
     write_json(&cell.dir().join(INFO), &info)?;
-    let model = match lsr_train::train(&cell.config, true)? {
-        Outcome::Collapsed { .. } => return Ok(CellState::Collapsed),
-        Outcome::Finished { model, .. } => model,
+    // A collapsed cell is evaluated too, at the collapse (the paper reports such numbers),
+    // unless its weights were not finite.
+    let (model, state) = match lsr_train::train(&cell.config, true)? {
+        Outcome::Collapsed { model: None, .. } => return Ok(CellState::Collapsed),
+        Outcome::Collapsed {
+            model: Some(model), ..
+        } => (model, CellState::Collapsed),
+        Outcome::Finished { model, .. } => (model, CellState::Done),
     };
     let metrics = evaluate(&matrix.eval, &model, &device, &cell.dir().join("eval"))?;
     write_json(&cell.dir().join(METRICS), &metrics)?;
-    Ok(CellState::Done)
+    Ok(state)
 }
 
 /// Evaluates the trained model (its head already rescaled, so k = 1) on every data set.

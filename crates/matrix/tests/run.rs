@@ -1,6 +1,7 @@
 //! A whole matrix on the miniature backbones and a small synthetic task: cells run in order,
-//! a failed and a collapsed cell are recorded and the rest goes on, finished cells are never
-//! rerun unless forced, the Slurm array holds what is missing, and the report reads it all.
+//! a failed and two collapsed cells are recorded (one evaluated at its collapse, one with
+//! non-finite weights that cannot be) and the rest goes on, finished cells are never rerun
+//! unless forced, the Slurm array holds what is missing, and the report reads it all.
 
 use std::path::Path;
 
@@ -57,6 +58,20 @@ k = [1]
 name = "blowup"
 checkpoint = "{root}/models/bert"
 k = [1e-39]
+
+# A FLOPS weight that dwarfs the ranking loss at once: the documents die, the weights stay finite.
+[[backbone]]
+name = "dying"
+checkpoint = "{root}/models/bert"
+k = [1]
+[backbone.recipe]
+steps = 20
+lr = 0.1
+warmup_steps = 0
+lambda_q = 1e4
+lambda_d = 1e4
+lambda_warmup_steps = 0
+collapse_patience = 1
 "#,
         root = root.display()
     );
@@ -95,7 +110,8 @@ fn runs_records_skips_and_reports() {
             "bert-k4",
             "modernbert-k16",
             "broken-k1",
-            "blowup-k1e-39"
+            "blowup-k1e-39",
+            "dying-k1"
         ]
     );
     assert!(
@@ -108,7 +124,9 @@ fn runs_records_skips_and_reports() {
     let states = run_cells(&matrix, &RunOptions::default()).unwrap();
     let states: Vec<CellState> = states.into_iter().map(|(_, s)| s).collect();
     use CellState::*;
-    assert_eq!(states, [Done, Done, Done, Failed, Collapsed]);
+    assert_eq!(states, [Done, Done, Done, Failed, Collapsed, Collapsed]);
+    assert!(!matrix.cells[4].dir().join("metrics.json").exists());
+    assert!(matrix.cells[5].dir().join("metrics.json").exists());
     let failure = std::fs::read_to_string(matrix.cells[3].dir().join("failure.json")).unwrap();
     assert!(failure.contains("absent"), "{failure}");
     let done = matrix.cell("bert-k1").unwrap();
@@ -189,5 +207,10 @@ fn runs_records_skips_and_reports() {
     assert!(
         table.contains("collapsed") && table.contains("| modernbert | 16 |"),
         "{table}"
+    );
+    let dying = table.lines().find(|l| l.starts_with("| dying |")).unwrap();
+    assert!(
+        dying.contains('†') && dying.contains("collapsed"),
+        "{dying}"
     );
 }

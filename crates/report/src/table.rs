@@ -10,6 +10,7 @@ use polars::prelude::*;
 
 use crate::error::{ReportError, Result};
 use crate::results::{CellResult, MatrixResults};
+use lsr_files::CellState;
 
 /// One numeric column of Table 1.
 struct TableColumn {
@@ -138,8 +139,12 @@ fn table1_text(matrix: &MatrixResults, columns: &[TableColumn]) -> (String, Stri
     for (row, cell) in matrix.cells.iter().enumerate() {
         md.push_str(&format!("| {} | {} |", cell.backbone, k_text(cell.k)));
         tex.push_str(&format!("{} & {}", cell.backbone, k_text(cell.k)));
+        let collapsed = cell.state == CellState::Collapsed;
         for column in columns {
-            let text = number(column.values[row], &column.header);
+            let mut text = number(column.values[row], &column.header);
+            if collapsed && column.values[row].is_some() && column.marked {
+                text.push('†');
+            }
             if is_best(matrix, column, row) {
                 md.push_str(&format!(" **{text}** |"));
                 tex.push_str(&format!(" & \\textbf{{{text}}}"));
@@ -152,7 +157,11 @@ fn table1_text(matrix: &MatrixResults, columns: &[TableColumn]) -> (String, Stri
         tex.push_str(&format!(" & {} \\\\\n", cell.state));
     }
     tex.push_str("\\bottomrule\n\\end{tabular}\n");
-    md.push_str("\nBold: the best value of the column among the backbone's k. –: not available (cell not done, collapsed, or not reported).\n");
+    md.push_str(
+        "\nBold: the best value of the column among the backbone's k. †: the run collapsed; \
+         the number is its model at the collapse. –: not available (cell not done, collapsed \
+         with non-finite weights, or not reported).\n",
+    );
     (md, tex)
 }
 

@@ -80,18 +80,17 @@ fn activate(pooled: Tensor<2>) -> Tensor<2> {
     pooled.cast(DType::F32).clamp_min(0.0).log1p()
 }
 
-/// A backbone whose MLM head has been rescaled by `k`, encoding texts into sparse vectors.
+/// A backbone whose MLM head has been rescaled by `k` (what it records:
+/// `backbone.model.rescaled`), encoding texts into sparse vectors.
 pub struct SpladeEncoder {
     pub backbone: Backbone,
-    pub k: f64,
-    pub mode: RescaleMode,
 }
 
 impl SpladeEncoder {
     /// Applies `rescale_mlm_head(k, mode)`; k = 1 leaves the head as the checkpoint has it.
     pub fn new(mut backbone: Backbone, k: f64, mode: RescaleMode) -> Result<Self> {
         backbone.model = backbone.model.rescale_mlm_head(k, mode)?;
-        Ok(Self { backbone, k, mode })
+        Ok(Self { backbone })
     }
 
     /// Dense `[B, V]` SPLADE weights for one batch of texts.
@@ -106,7 +105,7 @@ impl SpladeEncoder {
         texts: &[&str],
     ) -> Result<Tensor<2>> {
         let batch = tokenizer.encode_batch(texts)?;
-        let device = self.backbone.model.head.bias.val().device();
+        let device = self.backbone.model.device();
         let (ids, mask) = batch.to_tensors(&device);
         Ok(encode_pooled(&self.backbone.model, ids, mask))
     }

@@ -21,6 +21,9 @@ pub struct RunState {
     pub next_micro_batch: u64,
     /// Consecutive steps whose documents were all zero (for collapse detection).
     pub zero_document_steps: usize,
+    /// Consecutive steps whose queries or documents were dense (for the warning).
+    #[serde(default)]
+    pub dense_steps: usize,
 }
 
 const MODEL: &str = "model.bpk";
@@ -123,7 +126,9 @@ pub fn export(path: &Path, out: &Path, device: &burn::prelude::Device) -> Result
     let config = crate::config::TrainConfig::load(&path.join(CONFIG), &[])?;
     let recipe = &config.recipe;
     let max_length = recipe.query_max_length.max(recipe.document_max_length);
-    let (backbone, model) = config.model.load_rescaled(device, max_length)?;
+    let (backbone, model) = config
+        .model
+        .load_rescaled(device, max_length, recipe.dropout)?;
     let model = restore_model(path, model)?;
     lsr_backbone::write_checkpoint(&model, &backbone.tensor_names, &backbone.checkpoint, out)?;
     Ok(())

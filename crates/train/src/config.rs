@@ -9,6 +9,7 @@ use lsr_backbone::{Backbone, MaskedLm, Precision, RescaleMode};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Result, TrainError};
+use crate::schedule::Warmup;
 
 /// A whole cell: model, recipe, data, output.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -41,14 +42,16 @@ pub struct ModelSpec {
 }
 
 impl ModelSpec {
-    /// The backbone this spec names (texts truncated to `max_length` tokens) and its model with
-    /// the head divided by k: the one place a run's model is rescaled.
+    /// The backbone this spec names (texts truncated to `max_length` tokens, dropout as its
+    /// config says unless `dropout` is false) and its model with the head divided by k: the one
+    /// place a run's model is rescaled.
     pub fn load_rescaled(
         &self,
         device: &Device,
         max_length: usize,
+        dropout: bool,
     ) -> Result<(Backbone, MaskedLm)> {
-        let backbone = Backbone::load(&self.checkpoint, device, max_length)?;
+        let backbone = Backbone::load_with_dropout(&self.checkpoint, device, max_length, dropout)?;
         let mode = RescaleMode::untie_if(self.untie);
         let model = backbone.model.clone().rescale_mlm_head(self.k, mode)?;
         Ok((backbone, model))
@@ -70,9 +73,15 @@ pub struct Recipe {
     pub accumulation: usize,
     /// Hard negatives per query.
     pub negatives: usize,
+    /// Rank each query against the other queries' positives too (naver/splade's
+    /// `InBatchPairwiseNLL`); `false`: against its own negatives only (`PairwiseNLL`).
+    pub in_batch_negatives: bool,
+    /// Texts are cut to these lengths and padded to the longest of the batch.
     pub query_max_length: usize,
     pub document_max_length: usize,
     pub lr: f64,
+    /// Where the learning-rate warm-up starts (transformers' schedule: at 0).
+    pub lr_warmup: Warmup,
     pub beta1: f64,
     pub beta2: f64,
     pub eps: f64,
@@ -83,6 +92,11 @@ pub struct Recipe {
     /// Steps of the quadratic λ warm-up (T).
     pub lambda_warmup_steps: usize,
     pub query_regularizer: Regularizer,
+    /// Which documents the document FLOPS averages over.
+    pub document_flops: DocumentFlops,
+    /// Train with the dropout the backbone's config declares (transformers' `model.train()`,
+    /// as naver/splade); `false`: none.
+    pub dropout: bool,
     /// Clip the global gradient norm (over all parameters, like
     /// `torch.nn.utils.clip_grad_norm_`) to this value; none by default, as naver/splade.
     pub max_grad_norm: Option<f64>,
@@ -95,6 +109,10 @@ pub struct Recipe {
     pub keep_checkpoints: usize,
     /// Consecutive steps with all-zero document vectors that count as a collapse.
     pub collapse_patience: usize,
+    /// Mean query or document L0 above this fraction of the vocabulary makes a step dense;
+    /// `dense_patience` consecutive dense steps are a warning (`status.json`), not a stop.
+    pub dense_fraction: f64,
+    pub dense_patience: usize,
     /// Batches tokenised ahead of the training thread.
     pub prefetch: usize,
     /// `f32`, or `bf16-mixed`: bf16 matrix products and activations with f32 master weights,
@@ -109,24 +127,30 @@ impl Default for Recipe {
             batch_size: 128,
             accumulation: 1,
             negatives: 1,
-            query_max_length: 32,
+            in_batch_negatives: true,
+            query_max_length: 256,
             document_max_length: 256,
             lr: 2e-5,
+            lr_warmup: Warmup::FromZero,
             beta1: 0.9,
             beta2: 0.999,
-            eps: 1e-8,
+            eps: 1e-6,
             weight_decay: 0.01,
             warmup_steps: 6000,
             lambda_q: 3e-4,
             lambda_d: 1e-4,
             lambda_warmup_steps: 50_000,
             query_regularizer: Regularizer::Flops,
+            document_flops: DocumentFlops::PositivesNegatives,
+            dropout: true,
             max_grad_norm: None,
             seed: 123,
             log_every: 1,
             checkpoint_every: 10_000,
             keep_checkpoints: 2,
             collapse_patience: 100,
+            dense_fraction: 0.5,
+            dense_patience: 100,
             prefetch: 4,
             precision: Precision::F32,
         }
@@ -141,6 +165,16 @@ pub enum Regularizer {
     Flops,
     /// `mean_i Σ_j |w_ij|`.
     L1,
+}
+
+/// The documents a batch's document FLOPS is computed over.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum DocumentFlops {
+    /// `(FLOPS(positives) + FLOPS(hard negatives)) / 2` (naver/splade).
+    PositivesNegatives,
+    /// FLOPS over all documents of the batch at once (sentence-transformers).
+    All,
 }
 
 /// Training triplets in one of the MS MARCO forms.
@@ -222,6 +256,7 @@ impl TrainConfig {
             ("recipe.checkpoint_every", r.checkpoint_every),
             ("recipe.keep_checkpoints", r.keep_checkpoints),
             ("recipe.collapse_patience", r.collapse_patience),
+            ("recipe.dense_patience", r.dense_patience),
             ("recipe.prefetch", r.prefetch),
         ];
         for (field, value) in at_least_one {
@@ -238,11 +273,22 @@ impl TrainConfig {
                 ),
             ));
         }
-        if r.batch_size / r.accumulation < 2 && r.negatives == 0 {
-            return Err(fail(
-                "recipe.negatives",
-                "a micro-batch of one query needs hard negatives to rank against".into(),
-            ));
+        if r.negatives == 0 {
+            if r.batch_size / r.accumulation < 2 || !r.in_batch_negatives {
+                return Err(fail(
+                    "recipe.negatives",
+                    "a query without in-batch negatives (in_batch_negatives = false, or a \
+                     micro-batch of one) needs hard negatives to rank against"
+                        .into(),
+                ));
+            }
+            if r.document_flops == DocumentFlops::PositivesNegatives {
+                return Err(fail(
+                    "recipe.document_flops",
+                    "\"positives-negatives\" needs hard negatives; use \"all\" with negatives = 0"
+                        .into(),
+                ));
+            }
         }
         if r.warmup_steps > r.steps {
             return Err(fail(
@@ -265,6 +311,12 @@ impl TrainConfig {
             if !value.is_finite() || value < 0.0 {
                 return Err(fail(field, format!("must be finite and ≥ 0, got {value}")));
             }
+        }
+        if !(r.dense_fraction > 0.0 && r.dense_fraction <= 1.0) {
+            return Err(fail(
+                "recipe.dense_fraction",
+                format!("must be in (0, 1], got {}", r.dense_fraction),
+            ));
         }
         for (field, value) in [("recipe.beta1", r.beta1), ("recipe.beta2", r.beta2)] {
             if !(0.0..1.0).contains(&value) {
@@ -353,7 +405,7 @@ warmup_steps = 2
         let file = write(CELL);
         let config = TrainConfig::load(file.path(), &[]).unwrap();
         assert_eq!(config.recipe.steps, 10);
-        assert_eq!(config.recipe.eps, 1e-8);
+        assert_eq!(config.recipe.eps, 1e-6);
         let overridden = TrainConfig::load(
             file.path(),
             &[

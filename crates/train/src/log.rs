@@ -16,7 +16,7 @@ pub struct TrainLog {
 
 impl StepMetrics {
     /// The CSV columns, in order, with this step's values.
-    pub fn columns(&self) -> [(&'static str, f64); 15] {
+    pub fn columns(&self) -> [(&'static str, f64); 16] {
         [
             ("step", self.step as f64),
             ("lr", self.lr),
@@ -32,6 +32,7 @@ impl StepMetrics {
             ("negative_score", self.negative_score),
             ("max_activation", self.max_activation),
             ("grad_norm", self.grad_norm),
+            ("dense_steps", self.dense_steps as f64),
             ("seconds", self.seconds),
         ]
     }

@@ -3,7 +3,7 @@
 use burn::prelude::*;
 use burn::tensor::activation::log_softmax;
 
-use crate::config::Regularizer;
+use crate::config::{DocumentFlops, Recipe, Regularizer};
 
 /// The terms of one batch's loss (each a one-element tensor, on the autodiff graph).
 #[derive(Clone, Debug)]
@@ -20,45 +20,41 @@ pub struct LossTerms {
 
 /// `queries` `[B, V]`; `documents` `[B·(1+n), V]`: the B positives, then query 0's n
 /// negatives, query 1's, … Ranking loss: InfoNCE with temperature 1 over the raw dot products
-/// of each query with every positive of the batch and its own n negatives (naver/splade's
-/// `InBatchPairwiseNLL` for n = 1). Regularisers: FLOPS `Σ_j (mean_i |w_ij|)²` over all
-/// documents of the batch, and FLOPS or L1 over the queries.
+/// of each query with its positive, its own n negatives and, with `in_batch_negatives`, the
+/// other queries' positives (naver/splade's `InBatchPairwiseNLL`; without: `PairwiseNLL`).
+/// Regularisers, weighted by `lambdas` (q, d): FLOPS `Σ_j (mean_i |w_ij|)²` over the
+/// documents as `document_flops` says, and FLOPS or L1 over the queries.
 pub fn splade_loss(
     queries: Tensor<2>,
     documents: Tensor<2>,
-    negatives: usize,
-    lambda_q: f64,
-    lambda_d: f64,
-    query_regularizer: Regularizer,
+    recipe: &Recipe,
+    (lambda_q, lambda_d): (f64, f64),
 ) -> LossTerms {
     let [batch, vocab] = queries.dims();
-    let device = queries.device();
+    let n = recipe.negatives;
     let positives = documents.clone().slice_dim(0, 0..batch);
-    let in_batch = queries.clone().matmul(positives.transpose());
-    let mut logits = in_batch.clone();
-    let negative_scores = if negatives > 0 {
-        let hard = documents
-            .clone()
-            .slice_dim(0, batch..batch * (1 + negatives))
-            .reshape([batch, negatives, vocab]);
-        let scores = (queries.clone().unsqueeze_dim::<3>(1) * hard)
+    let negatives = documents.clone().slice_dim(0, batch..batch * (1 + n));
+    let negative_scores = if n > 0 {
+        (queries.clone().unsqueeze_dim::<3>(1) * negatives.clone().reshape([batch, n, vocab]))
             .sum_dim(2)
-            .squeeze_dim::<2>(2);
-        logits = Tensor::cat(vec![logits, scores.clone()], 1);
-        scores
+            .squeeze_dim::<2>(2)
     } else {
-        Tensor::zeros([batch, 0], &device)
+        Tensor::zeros([batch, 0], &queries.device())
     };
-    let targets = Tensor::<1, Int>::arange(0..batch as i64, &device).unsqueeze_dim::<2>(1);
-    let log_probabilities = log_softmax(logits, 1).gather(1, targets.clone());
-    let ranking = log_probabilities.mean().neg();
-    let positive_scores = in_batch.gather(1, targets).reshape([batch]);
-
-    let query_term = match query_regularizer {
+    let (positive_scores, ranking) = ranking_loss(
+        queries.clone(),
+        positives.clone(),
+        negative_scores.clone(),
+        recipe.in_batch_negatives,
+    );
+    let query_term = match recipe.query_regularizer {
         Regularizer::Flops => flops(queries),
         Regularizer::L1 => queries.abs().sum_dim(1).mean(),
     };
-    let document_flops = flops(documents);
+    let document_flops = match recipe.document_flops {
+        DocumentFlops::All => flops(documents),
+        DocumentFlops::PositivesNegatives => (flops(positives) + flops(negatives)).div_scalar(2.0),
+    };
     let total = ranking.clone()
         + query_term.clone().mul_scalar(lambda_q)
         + document_flops.clone().mul_scalar(lambda_d);
@@ -70,6 +66,38 @@ pub fn splade_loss(
         positive_scores,
         negative_scores,
     }
+}
+
+/// Each query's positive score `[B]` and the mean negative log-likelihood of its positive
+/// among its candidates: its own positive first (or the batch's positives, the query's own at
+/// its index), then its hard negatives `[B, n]`.
+fn ranking_loss(
+    queries: Tensor<2>,
+    positives: Tensor<2>,
+    negative_scores: Tensor<2>,
+    in_batch: bool,
+) -> (Tensor<1>, Tensor<1>) {
+    let batch = queries.dims()[0];
+    let device = queries.device();
+    let (candidates, targets) = if in_batch {
+        let targets = Tensor::<1, Int>::arange(0..batch as i64, &device);
+        (queries.matmul(positives.transpose()), targets)
+    } else {
+        let targets = Tensor::<1, Int>::zeros([batch], &device);
+        ((queries * positives).sum_dim(1), targets)
+    };
+    let targets = targets.unsqueeze_dim::<2>(1);
+    let positive_scores = candidates
+        .clone()
+        .gather(1, targets.clone())
+        .reshape([batch]);
+    let logits = if negative_scores.dims()[1] > 0 {
+        Tensor::cat(vec![candidates, negative_scores], 1)
+    } else {
+        candidates
+    };
+    let ranking = log_softmax(logits, 1).gather(1, targets).mean().neg();
+    (positive_scores, ranking)
 }
 
 /// `Σ_j (mean_i |w_ij|)²`, the smooth relaxation of the expected number of multiplications.
@@ -89,15 +117,29 @@ mod tests {
         t.into_scalar::<f32>().to_f64()
     }
 
-    #[test]
-    fn matches_a_hand_computed_batch() {
-        // Two queries, vocabulary 3; documents: positives p0, p1 then negatives n0, n1.
+    fn recipe(in_batch_negatives: bool, document_flops: DocumentFlops) -> Recipe {
+        Recipe {
+            negatives: 1,
+            in_batch_negatives,
+            document_flops,
+            ..Recipe::default()
+        }
+    }
+
+    /// Two queries, vocabulary 3; documents: positives p0, p1 then negatives n0, n1.
+    fn batch() -> (Tensor<2>, Tensor<2>) {
         let q = tensor(&[1.0, 0.0, 2.0, 0.0, 1.0, 0.0], [2, 3]);
         let d = tensor(
             &[1.0, 0.0, 1.0, 0.0, 2.0, 0.0, 0.0, 1.0, 0.0, 3.0, 0.0, 0.0],
             [4, 3],
         );
-        let terms = splade_loss(q, d, 1, 0.5, 0.25, Regularizer::Flops);
+        (q, d)
+    }
+
+    #[test]
+    fn matches_a_hand_computed_batch() {
+        let (q, d) = batch();
+        let terms = splade_loss(q, d, &recipe(true, DocumentFlops::All), (0.5, 0.25));
         // Query 0 scores: p0 = 3, p1 = 0, n0 = 0. Query 1: p0 = 0, p1 = 2, n1 = 0.
         let nll0 = -(3.0f64 - (3.0f64.exp() + 1.0 + 1.0).ln());
         let nll1 = -(2.0f64 - (1.0 + 2.0f64.exp() + 1.0).ln());
@@ -116,10 +158,33 @@ mod tests {
     }
 
     #[test]
+    fn naver_options_match_a_hand_computed_batch() {
+        let (q, d) = batch();
+        let options = recipe(false, DocumentFlops::PositivesNegatives);
+        let terms = splade_loss(q, d, &options, (0.5, 0.25));
+        // Without in-batch negatives each query sees its positive and its negative only:
+        // query 0 (3 vs 0), query 1 (2 vs 0).
+        let nll = |pos: f64, neg: f64| -(pos - (pos.exp() + neg.exp()).ln());
+        let ranking = (nll(3.0, 0.0) + nll(2.0, 0.0)) / 2.0;
+        // FLOPS(p0, p1): column means 0.5, 1, 0.5; FLOPS(n0, n1): 1.5, 0.5, 0.
+        let flops_d = ((0.25 + 1.0 + 0.25) + (2.25 + 0.25)) / 2.0;
+        assert!((scalar(terms.ranking) - ranking).abs() < 1e-6);
+        assert!((scalar(terms.document_flops) - flops_d).abs() < 1e-6);
+        let positives: Vec<f32> = terms.positive_scores.into_data().try_into_vec().unwrap();
+        assert_eq!(positives, vec![3.0, 2.0]);
+    }
+
+    #[test]
     fn l1_sums_terms_and_averages_queries() {
         let q = tensor(&[1.0, 0.0, 2.0, 0.0, 1.0, 0.0], [2, 3]);
         let d = tensor(&[1.0, 0.0, 1.0, 0.0, 2.0, 0.0], [2, 3]);
-        let terms = splade_loss(q, d, 0, 1.0, 0.0, Regularizer::L1);
+        let options = Recipe {
+            negatives: 0,
+            query_regularizer: Regularizer::L1,
+            document_flops: DocumentFlops::All,
+            ..Recipe::default()
+        };
+        let terms = splade_loss(q, d, &options, (1.0, 0.0));
         assert!((scalar(terms.query_regularizer) - 2.0).abs() < 1e-6);
         assert_eq!(terms.negative_scores.dims(), [2, 0]);
     }

@@ -1,6 +1,7 @@
 //! One training step against PyTorch's: `scripts/fixtures/train_step.py` took the same step
 //! (rescale by k, SPLADE pooling, InfoNCE + FLOPS with λ warm-up, global-norm clipping, AdamW)
-//! on the tiny BERT and ModernBERT fixtures and saved the loss terms and every updated weight.
+//! on the tiny BERT and ModernBERT fixtures, with lsr's former options and with naver/splade's
+//! (variant `naver`), and saved the loss terms and every updated weight.
 //! [`step_deviation`] takes that step on any device and says how far it lands; the parity test
 //! and `lsr check` read it.
 
@@ -44,38 +45,32 @@ impl StepDeviation {
     }
 }
 
-/// Takes the fixture's step for `family` (`bert` or `modernbert`) from the fixtures under
-/// `root` on `device` (an autodiff device), computing in `precision` (PyTorch's step is f32).
+/// Takes the fixture's step for `family` (`bert` or `modernbert`) and `variant` (`None`, or
+/// `naver`) from the fixtures under `root` on `device` (an autodiff device), computing in
+/// `precision` (PyTorch's step is f32, in eval mode: without dropout).
 pub fn step_deviation(
     root: &Path,
     family: &str,
+    variant: Option<&str>,
     device: &Device,
     precision: Precision,
 ) -> Result<StepDeviation> {
     let dir = root.join("train-step");
-    let recipe_path = dir.join("recipe.json");
-    let text = std::fs::read(&recipe_path).map_err(|e| TrainError::io(&recipe_path, e))?;
-    let json: serde_json::Value = serde_json::from_slice(&text)
-        .map_err(|e| TrainError::data(&recipe_path, None, e.to_string()))?;
-    let fixture = dir.join(format!("{family}.safetensors"));
+    let (k, recipe) = fixture_recipe(&dir.join("recipe.json"), variant)?;
+    let name = variant.map_or(family.to_string(), |v| format!("{family}-{v}"));
+    let fixture = dir.join(format!("{name}.safetensors"));
     let bytes = std::fs::read(&fixture).map_err(|e| TrainError::io(&fixture, e))?;
     let expected = SafeTensors::deserialize(&bytes)
         .map_err(|e| TrainError::data(&fixture, None, e.to_string()))?;
     let tensor =
         |name: &str| values(&expected, name).map_err(|m| TrainError::data(&fixture, None, m));
 
-    let backbone = Backbone::load(root.join(family).to_str().unwrap_or(family), device, 64)?;
-    let number = |key: &str| {
-        json[key]
-            .as_f64()
-            .ok_or_else(|| TrainError::data(&recipe_path, None, format!("`{key}` is not a number")))
-    };
-    let model = backbone
-        .model
-        .rescale_mlm_head(number("k")?, RescaleMode::Shared)?;
+    let spec = root.join(family);
+    let backbone = Backbone::load_with_dropout(spec.to_str().unwrap_or(family), device, 64, false)?;
+    let model = backbone.model.rescale_mlm_head(k, RescaleMode::Shared)?;
     let recipe = Recipe {
         precision,
-        ..recipe(&number)?
+        ..recipe
     };
     let initial: std::collections::HashMap<String, Vec<f32>> =
         parameter_values(&model, &backbone.tensor_names)
@@ -174,24 +169,25 @@ pub fn bf16_step_bounds(root: &Path) -> Result<(f64, f64)> {
     ))
 }
 
-/// The fixture's recipe (batch of 3 queries, one hard negative each).
-fn recipe(number: &dyn Fn(&str) -> Result<f64>) -> Result<Recipe> {
-    Ok(Recipe {
-        steps: number("steps")? as usize,
-        batch_size: 3,
-        negatives: 1,
-        lr: number("lr")?,
-        warmup_steps: number("warmup_steps")? as usize,
-        beta1: number("beta1")?,
-        beta2: number("beta2")?,
-        eps: number("eps")?,
-        weight_decay: number("weight_decay")?,
-        lambda_q: number("lambda_q")?,
-        lambda_d: number("lambda_d")?,
-        lambda_warmup_steps: number("lambda_warmup_steps")? as usize,
-        max_grad_norm: Some(number("max_grad_norm")?),
-        ..Recipe::default()
-    })
+/// The fixture's k and recipe (a batch of 3 queries, one hard negative each, no dropout):
+/// `recipe.json`'s fields, which carry the recipe's names, with the variant's on top.
+fn fixture_recipe(path: &Path, variant: Option<&str>) -> Result<(f64, Recipe)> {
+    let text = std::fs::read(path).map_err(|e| TrainError::io(path, e))?;
+    let invalid = |message: String| TrainError::data(path, None, message);
+    let mut fields: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_slice(&text).map_err(|e| invalid(e.to_string()))?;
+    let k = fields.remove("k").and_then(|k| k.as_f64());
+    let k = k.ok_or_else(|| invalid("`k` is missing or not a number".into()))?;
+    let variants = fields.remove("variants").unwrap_or_default();
+    if let Some(name) = variant {
+        let overrides = variants[name].as_object().cloned();
+        fields.extend(overrides.ok_or_else(|| invalid(format!("no variant `{name}`")))?);
+    }
+    fields.insert("batch_size".into(), 3.into());
+    fields.insert("negatives".into(), 1.into());
+    fields.insert("dropout".into(), false.into());
+    let recipe = serde_json::from_value(fields.into()).map_err(|e| invalid(e.to_string()))?;
+    Ok((k, recipe))
 }
 
 fn token_batch(

@@ -1,7 +1,8 @@
 //! A whole training run of one cell: validate, load and rescale, resume if asked, step through
 //! the recipe while logging, checkpointing and watching for collapse, then write the trained
 //! model as a Hugging Face checkpoint. `status.json` in the output directory always says where
-//! the run stands: running, finished, collapsed (with step and reason) or failed.
+//! the run stands: running, finished, collapsed (with step, reason and the model at the
+//! collapse, if its weights are finite) or failed, and any warning about the run.
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -17,7 +18,7 @@ use crate::config::TrainConfig;
 use crate::data::{BatchPlan, Batches, TrainBatch, TripleSource};
 use crate::error::{Result, TrainError};
 use crate::log::TrainLog;
-use crate::trainer::{StepMetrics, Trainer};
+use crate::trainer::{StepMetrics, Trainer, weights_finite};
 
 /// How a run ended (errors aside).
 #[derive(Clone, Debug, PartialEq)]
@@ -26,10 +27,12 @@ pub enum Outcome {
         steps: usize,
         model: PathBuf,
     },
-    /// A result, not an error: the paper's collapsed configurations end here.
+    /// A result, not an error: the paper's collapsed configurations end here, with the model
+    /// at the collapse to evaluate (none if its weights are not finite).
     Collapsed {
         step: usize,
         reason: String,
+        model: Option<PathBuf>,
     },
 }
 
@@ -69,9 +72,10 @@ fn recorded_end(output: &Path, resume: bool) -> Result<Option<Outcome>> {
             steps: previous.step,
             model,
         }),
-        (RunStatus::Collapsed, _, reason) => Some(Outcome::Collapsed {
+        (RunStatus::Collapsed, model, reason) => Some(Outcome::Collapsed {
             step: previous.step,
             reason: reason.unwrap_or_default(),
+            model,
         }),
         _ => None,
     })
@@ -98,7 +102,9 @@ impl<'a> Run<'a> {
         let source = Arc::new(TripleSource::open(&config.data)?);
         let device = parse_device(config.device.as_deref())?.autodiff();
         let max_length = recipe.query_max_length.max(recipe.document_max_length);
-        let (backbone, model) = config.model.load_rescaled(&device, max_length)?;
+        let (backbone, model) = config
+            .model
+            .load_rescaled(&device, max_length, recipe.dropout)?;
         let mut trainer = Trainer::new(model, recipe.clone());
         std::fs::create_dir_all(output).map_err(|e| TrainError::io(output, e))?;
         let config_toml = config.to_toml();
@@ -110,12 +116,18 @@ impl<'a> Run<'a> {
             tracing::info!("resuming from {} (step {})", latest.display(), state.step);
         }
         let log = TrainLog::open(&output.join("train.csv"), state.step)?;
+        // A warning about the steps before the checkpoint still holds.
+        let warning = match resume {
+            true => StatusFile::read(output)?.and_then(|s| s.warning),
+            false => None,
+        };
         let status = StatusFile {
             status: RunStatus::Running,
             step: state.step,
             steps: recipe.steps,
             reason: None,
             model: None,
+            warning,
         };
         status.write(output)?;
         let plan = BatchPlan {
@@ -148,9 +160,10 @@ impl<'a> Run<'a> {
     fn step(&mut self) -> Result<Option<Outcome>> {
         let recipe = &self.config.recipe;
         let micro_batches = self.next_batches()?;
-        let metrics = self.trainer.step(&micro_batches);
+        let mut metrics = self.trainer.step(&micro_batches);
         self.state.step = metrics.step;
         self.state.next_micro_batch += recipe.accumulation as u64;
+        self.watch_density(&mut metrics)?;
         let collapse = collapse(&metrics, &mut self.state, recipe.collapse_patience);
         let last = metrics.step == recipe.steps;
         if metrics.step.is_multiple_of(recipe.log_every) || collapse.is_some() || last {
@@ -160,13 +173,19 @@ impl<'a> Run<'a> {
         if let Some(reason) = collapse {
             self.progress
                 .finish(&format!("collapsed at step {}", metrics.step));
+            let model = match weights_finite(&self.trainer.model) {
+                true => Some(self.export()?),
+                false => None,
+            };
             self.status.status = RunStatus::Collapsed;
             self.status.step = metrics.step;
             self.status.reason = Some(reason.clone());
+            self.status.model = model.clone();
             self.status.write(&self.config.output)?;
             return Ok(Some(Outcome::Collapsed {
                 step: metrics.step,
                 reason,
+                model,
             }));
         }
         if metrics.step.is_multiple_of(recipe.checkpoint_every) || last {
@@ -193,9 +212,29 @@ impl<'a> Run<'a> {
         })
     }
 
-    /// Writes the trained model as a Hugging Face checkpoint and records the run as finished.
-    fn finish(mut self) -> Result<Outcome> {
-        self.progress.finish("done");
+    /// Counts dense steps into `metrics` and records the warning when they reach the recipe's
+    /// patience (the run goes on: dense vectors are slow and suspicious, not broken).
+    fn watch_density(&mut self, metrics: &mut StepMetrics) -> Result<()> {
+        let recipe = &self.config.recipe;
+        let limit = recipe.dense_fraction * self.backbone.config.dims.vocab_size as f64;
+        let dense = metrics.l0_q.max(metrics.l0_d) > limit;
+        self.state.dense_steps = if dense { self.state.dense_steps + 1 } else { 0 };
+        metrics.dense_steps = self.state.dense_steps;
+        if self.state.dense_steps == recipe.dense_patience {
+            let warning = format!(
+                "mean L0 above {} of the vocabulary ({limit:.0} terms) for {} consecutive steps \
+                 through step {}",
+                recipe.dense_fraction, recipe.dense_patience, metrics.step
+            );
+            tracing::warn!("{warning}");
+            self.status.warning = Some(warning);
+            self.status.write(&self.config.output)?;
+        }
+        Ok(())
+    }
+
+    /// Writes the model as it is now as a Hugging Face checkpoint, `<checkpoints>/model`.
+    fn export(&self) -> Result<PathBuf> {
         let model_dir = self.config.checkpoint_dir().join("model");
         if model_dir.exists() {
             // Left by a run killed after writing it and before recording it; this run's steps
@@ -208,6 +247,13 @@ impl<'a> Run<'a> {
             &self.backbone.checkpoint,
             &model_dir,
         )?;
+        Ok(model_dir)
+    }
+
+    /// Writes the trained model as a Hugging Face checkpoint and records the run as finished.
+    fn finish(mut self) -> Result<Outcome> {
+        self.progress.finish("done");
+        let model_dir = self.export()?;
         self.status.status = RunStatus::Finished;
         self.status.step = self.trainer.step;
         self.status.model = Some(model_dir.clone());

@@ -34,6 +34,9 @@ pub struct StepMetrics {
     pub max_activation: f64,
     /// Global L2 norm of the gradient, before clipping.
     pub grad_norm: f64,
+    /// Consecutive steps, through this one, whose mean query or document L0 exceeded the
+    /// recipe's `dense_fraction` of the vocabulary (set by the run, which keeps the count).
+    pub dense_steps: usize,
     pub seconds: f64,
 }
 
@@ -63,14 +66,15 @@ impl Trainer {
         let started = std::time::Instant::now();
         let t = self.step + 1;
         let r = &self.recipe;
-        let lr = learning_rate(r.lr, t, r.warmup_steps, r.steps);
+        let lr = learning_rate(r.lr, t, r.warmup_steps, r.steps, r.lr_warmup);
         let lambda_q = regularizer_weight(r.lambda_q, t, r.lambda_warmup_steps);
         let lambda_d = regularizer_weight(r.lambda_d, t, r.lambda_warmup_steps);
-        let device = self.model.head.bias.val().device();
+        let device = self.model.device();
 
         let mut accumulator = GradientsAccumulator::<MaskedLm>::new();
         let mut sums = [0.0f64; MONITORED];
         for batch in micro_batches {
+            device.seed(dropout_seed(r.seed, batch.index));
             let (query_ids, query_mask) = batch.queries.to_tensors(&device);
             let queries = splade_pool(
                 self.model.forward(query_ids, query_mask.clone()),
@@ -78,14 +82,7 @@ impl Trainer {
             );
             let (doc_ids, doc_mask) = batch.documents.to_tensors(&device);
             let documents = splade_pool(self.model.forward(doc_ids, doc_mask.clone()), doc_mask);
-            let terms = splade_loss(
-                queries.clone(),
-                documents.clone(),
-                r.negatives,
-                lambda_q,
-                lambda_d,
-                r.query_regularizer,
-            );
+            let terms = splade_loss(queries.clone(), documents.clone(), r, (lambda_q, lambda_d));
             let monitored = monitor(&terms, &queries, &documents);
             let gradients = terms
                 .total
@@ -135,9 +132,17 @@ impl Trainer {
             negative_score,
             max_activation,
             grad_norm,
+            dense_steps: 0,
             seconds: started.elapsed().as_secs_f64(),
         }
     }
+}
+
+/// The seed of the dropout masks of micro-batch `index`: a function of the run's seed and the
+/// data cursor alone, so a resumed run draws the masks an uninterrupted one would have.
+fn dropout_seed(seed: u64, index: u64) -> u64 {
+    let mut state = seed ^ crate::data::splitmix64(&mut index.clone());
+    crate::data::splitmix64(&mut state)
 }
 
 /// AdamW with every hyperparameter from the recipe (burn's own defaults differ from PyTorch's:
@@ -229,6 +234,19 @@ pub fn global_norm(model: &MaskedLm, gradients: &GradientsParams) -> f64 {
     visitor
         .total
         .map_or(0.0, |total| total.into_scalar::<f32>().to_f64().sqrt())
+}
+
+/// Whether every weight of `model` is finite: a collapsed run's model is exported only then.
+pub fn weights_finite(model: &MaskedLm) -> bool {
+    struct Finite(bool);
+    impl ModuleVisitor for Finite {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+            self.0 = self.0 && param.val().is_finite().all().into_scalar::<bool>();
+        }
+    }
+    let mut visitor = Finite(true);
+    model.visit(&mut visitor);
+    visitor.0
 }
 
 fn scale_gradients(model: &MaskedLm, gradients: &mut GradientsParams, factor: f64) {

@@ -1,15 +1,17 @@
 //! One training step against PyTorch (`lsr_train::reference`): the loss terms and every updated
-//! weight of the tiny BERT and ModernBERT fixtures within 1e-4 of PyTorch's; in bf16-mixed, as
-//! close to PyTorch's f32 step as PyTorch's own bf16 autocast step comes (within twice).
+//! weight of the tiny BERT and ModernBERT fixtures within 1e-4 of PyTorch's, with lsr's former
+//! options and with naver/splade's; in bf16-mixed, as close to PyTorch's f32 step as PyTorch's
+//! own bf16 autocast step comes (within twice).
 
 use burn::prelude::*;
 use lsr_backbone::Precision;
 use lsr_backbone::reference::fixtures_dir;
 use lsr_train::reference::{bf16_step_bounds, step_deviation};
 
-fn check(family: &str) {
+fn check(family: &str, variant: Option<&str>) {
     let device = Device::flex().autodiff();
-    let deviation = step_deviation(&fixtures_dir(), family, &device, Precision::F32).unwrap();
+    let deviation =
+        step_deviation(&fixtures_dir(), family, variant, &device, Precision::F32).unwrap();
     for (name, ours, theirs) in &deviation.scalars {
         assert!(
             (ours - theirs).abs() <= 1e-4 * theirs.abs().max(1.0),
@@ -30,12 +32,18 @@ fn check(family: &str) {
 
 #[test]
 fn bert_step_matches_pytorch() {
-    check("bert");
+    check("bert", None);
 }
 
 #[test]
 fn modernbert_step_matches_pytorch() {
-    check("modernbert");
+    check("modernbert", None);
+}
+
+#[test]
+fn steps_with_naver_splade_options_match_pytorch() {
+    check("bert", Some("naver"));
+    check("modernbert", Some("naver"));
 }
 
 #[test]
@@ -44,7 +52,7 @@ fn bf16_mixed_steps_land_as_close_as_pytorch_autocast() {
     let device = Device::flex().autodiff();
     for family in ["bert", "modernbert"] {
         let deviation =
-            step_deviation(&fixtures_dir(), family, &device, Precision::Bf16Mixed).unwrap();
+            step_deviation(&fixtures_dir(), family, None, &device, Precision::Bf16Mixed).unwrap();
         assert!(
             deviation.max_scalar_rel() <= scalars_bound,
             "{family}: loss terms off by {:e} (bound {scalars_bound:e})",

@@ -1,4 +1,5 @@
-//! Whole training runs on the tiny fixture models and `data/fixtures/train`.
+//! Whole training runs on the tiny fixture models and `data/fixtures/train`, with the dropout
+//! of the fixtures' configs (0.1 for BERT) unless a test says otherwise.
 
 use std::path::{Path, PathBuf};
 
@@ -38,6 +39,17 @@ fn config(output: &Path, family: &str, steps: usize) -> TrainConfig {
     }
 }
 
+/// Dropout masks come from the backend's generator, which is one per process and seeded at each
+/// micro-batch; two runs on parallel test threads would draw from it in turn. Every test that
+/// trains holds this lock.
+static ONE_RUN_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_run_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    ONE_RUN_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 fn column(path: &Path, name: &str) -> Vec<f64> {
     let (header, rows) = read_log(path).unwrap();
     let index = header.iter().position(|h| h == name).unwrap();
@@ -53,9 +65,13 @@ fn finished_model(outcome: Outcome) -> PathBuf {
 
 #[test]
 fn the_ranking_loss_falls() {
+    let _lock = one_run_at_a_time();
     for family in ["bert", "modernbert"] {
         let dir = tempfile::tempdir().unwrap();
-        let outcome = train(&config(dir.path(), family, 40), false).unwrap();
+        // Dropout's noise over 40 steps of a tiny model hides the trend this test measures.
+        let mut config = config(dir.path(), family, 40);
+        config.recipe.dropout = false;
+        let outcome = train(&config, false).unwrap();
         finished_model(outcome);
         let ranking = column(&dir.path().join("train.csv"), "ranking_loss");
         assert_eq!(ranking.len(), 40);
@@ -70,6 +86,7 @@ fn the_ranking_loss_falls() {
 
 #[test]
 fn bf16_mixed_learns_and_keeps_f32_weights() {
+    let _lock = one_run_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let mut config = config(dir.path(), "modernbert", 40);
     config.recipe.precision = Precision::Bf16Mixed;
@@ -90,6 +107,7 @@ fn bf16_mixed_learns_and_keeps_f32_weights() {
 
 #[test]
 fn id_triples_and_jsonl_with_two_negatives_train() {
+    let _lock = one_run_at_a_time();
     let data = fixtures_dir().join("train");
     let dir = tempfile::tempdir().unwrap();
     let mut ids = config(&dir.path().join("ids"), "bert", 3);
@@ -115,16 +133,23 @@ fn id_triples_and_jsonl_with_two_negatives_train() {
 
 #[test]
 fn a_hugely_scaled_up_head_collapses_and_the_collapse_is_recorded() {
+    let _lock = one_run_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let mut cell = config(dir.path(), "bert", 20);
     // ×1e39 puts the logits past f32's range: the scores are infinite and the loss NaN.
     cell.model.k = 1e-39;
     let outcome = train(&cell, false).unwrap();
-    let Outcome::Collapsed { step, reason } = outcome else {
+    let Outcome::Collapsed {
+        step,
+        reason,
+        model,
+    } = outcome
+    else {
         panic!("expected a collapse, got {outcome:?}");
     };
     assert_eq!(step, 1);
     assert!(reason.contains("non-finite loss"), "{reason}");
+    assert_eq!(model, None, "non-finite weights are not exported");
     let status = StatusFile::read(dir.path()).unwrap().unwrap();
     assert_eq!(status.status, RunStatus::Collapsed);
     assert_eq!(status.step, 1);
@@ -134,8 +159,36 @@ fn a_hugely_scaled_up_head_collapses_and_the_collapse_is_recorded() {
     // Asking again returns the recorded result instead of training.
     assert_eq!(
         train(&cell, true).unwrap(),
-        Outcome::Collapsed { step, reason }
+        Outcome::Collapsed {
+            step,
+            reason,
+            model
+        }
     );
+}
+
+#[test]
+fn a_run_whose_documents_die_collapses_with_its_model_exported() {
+    let _lock = one_run_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let mut cell = config(dir.path(), "bert", 40);
+    // A FLOPS weight that dwarfs the ranking loss, at once: every term is pushed below zero.
+    cell.recipe.lambda_q = 1e3;
+    cell.recipe.lambda_d = 1e3;
+    cell.recipe.lambda_warmup_steps = 0;
+    cell.recipe.warmup_steps = 0;
+    cell.recipe.lr = 0.05;
+    cell.recipe.collapse_patience = 2;
+    let outcome = train(&cell, false).unwrap();
+    let Outcome::Collapsed { reason, model, .. } = outcome else {
+        panic!("expected a collapse, got {outcome:?}");
+    };
+    assert!(reason.contains("all document vectors zero"), "{reason}");
+    let model = model.expect("finite weights are exported");
+    let status = StatusFile::read(dir.path()).unwrap().unwrap();
+    assert_eq!(status.model.as_ref(), Some(&model));
+    let device = burn::prelude::Device::flex();
+    lsr_backbone::Backbone::load(model.to_str().unwrap(), &device, 32).unwrap();
 }
 
 #[test]
@@ -149,6 +202,7 @@ fn resuming_stays_exact_in_bf16_mixed() {
 }
 
 fn resumes_exactly(precision: Precision) {
+    let _lock = one_run_at_a_time();
     let config = |output: &Path, family: &str, steps: usize| {
         let mut config = config(output, family, steps);
         config.recipe.precision = precision;
@@ -212,6 +266,7 @@ fn copy_dir(from: &Path, to: &Path) {
 
 #[test]
 fn bad_data_fails_before_anything_is_written() {
+    let _lock = one_run_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let output = dir.path().join("out");
     let mut cell = config(&output, "bert", 3);
@@ -240,4 +295,57 @@ fn bad_data_fails_before_anything_is_written() {
     let status = StatusFile::read(&output).unwrap().unwrap();
     assert_eq!(status.status, RunStatus::Failed);
     assert!(status.reason.unwrap().contains("bad.tsv:3"));
+}
+
+#[test]
+fn a_head_without_a_vocabulary_bias_exports_as_trained() {
+    let _lock = one_run_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = dir.path().join("modernbert-no-bias");
+    copy_dir(&fixtures_dir().join("modernbert"), &fixture);
+    let config_path = fixture.join("config.json");
+    let text = std::fs::read_to_string(&config_path).unwrap();
+    let unbiased = text.replace("\"decoder_bias\": true", "\"decoder_bias\": false");
+    assert_ne!(text, unbiased, "the fixture sets decoder_bias");
+    std::fs::write(&config_path, unbiased).unwrap();
+
+    let mut config = config(&dir.path().join("run"), "modernbert", 6);
+    config.model.checkpoint = fixture.display().to_string();
+    config.model.k = 4.0;
+    let exported = finished_model(train(&config, false).unwrap());
+
+    let device = burn::prelude::Device::flex();
+    let (_, model) = config.model.load_rescaled(&device, 32, false).unwrap();
+    let last = config.checkpoint_dir().join("step-00000006");
+    let trained = lsr_train::checkpoint::restore_model(&last, model).unwrap();
+    let exported = lsr_backbone::Backbone::load(exported.to_str().unwrap(), &device, 32).unwrap();
+    assert_eq!(exported.model.rescaled.as_ref().map(|r| r.k), Some(4.0));
+    let batch = exported
+        .tokenizer
+        .encode_batch(&["sparse retrieval", "the capital of france is paris"])
+        .unwrap();
+    let logits = |model: &lsr_backbone::MaskedLm| -> Vec<f32> {
+        let (ids, mask) = batch.to_tensors(&device);
+        model.forward(ids, mask).into_data().try_into_vec().unwrap()
+    };
+    assert!(
+        logits(&trained) == logits(&exported.model),
+        "the export is not the trained model"
+    );
+}
+
+#[test]
+fn vectors_near_the_whole_vocabulary_are_a_recorded_warning() {
+    let _lock = one_run_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let mut cell = config(dir.path(), "bert", 5);
+    // Any non-empty vector counts as dense here.
+    cell.recipe.dense_fraction = 1e-9;
+    cell.recipe.dense_patience = 3;
+    finished_model(train(&cell, false).unwrap());
+    let dense = column(&dir.path().join("train.csv"), "dense_steps");
+    assert_eq!(dense, vec![1.0, 2.0, 3.0, 4.0, 5.0]);
+    let status = StatusFile::read(dir.path()).unwrap().unwrap();
+    let warning = status.warning.expect("a warning");
+    assert!(warning.contains("through step 3"), "{warning}");
 }

@@ -5,8 +5,6 @@
 //! Follows transformers v5.24.0, the release the parity fixtures were generated with:
 //! <https://github.com/huggingface/transformers/blob/v5.24.0/src/transformers/models/albert/modeling_albert.py>
 
-use std::path::Path;
-
 use burn::nn::{Embedding, LayerNorm, Linear};
 use burn::prelude::*;
 use burn::tensor::DType;
@@ -17,7 +15,10 @@ use crate::config::{ModelConfig, default_one, default_true, default_type_vocab};
 use crate::error::{BackboneError, Result};
 use crate::family::{Dims, Encoder, EncoderModel, Family, registered};
 use crate::head::{HeadNames, HeadShape, MlmHead};
-use crate::layers::{Activation, PostLnBlock, PostLnNames, PostLnShape, leading_rows, run_post_ln};
+use crate::layers::{
+    Activation, Dropout, PostLnBlock, PostLnDropout, PostLnNames, PostLnShape, leading_rows,
+    run_post_ln,
+};
 use crate::miniature::{self, HIDDEN};
 use crate::precision::linear;
 use crate::weights::Weights;
@@ -43,6 +44,11 @@ pub struct AlbertConfig {
     pub pad_token_id: u32,
     #[serde(default = "default_true")]
     pub tie_word_embeddings: bool,
+    /// transformers' `AlbertConfig` defaults are 0, as albert-base-v2's config says.
+    #[serde(default)]
+    pub hidden_dropout_prob: f64,
+    #[serde(default)]
+    pub attention_probs_dropout_prob: f64,
 }
 
 pub const ALBERT: Family = Family {
@@ -61,7 +67,7 @@ pub const ALBERT: Family = Family {
 };
 
 fn load(config: &ModelConfig, weights: &Weights) -> Result<(Encoder, MlmHead)> {
-    registered(Albert::load(weights, &config.arch()?, &config.path))
+    registered(Albert::load(weights, &config.arch()?, config))
 }
 
 const LAYER: PostLnNames = PostLnNames {
@@ -94,10 +100,14 @@ pub struct Albert {
     pub groups: Vec<Vec<PostLnBlock>>,
     #[module(skip)]
     pub num_hidden_layers: usize,
+    /// After the embeddings' LayerNorm.
+    #[module(skip)]
+    pub embeddings_dropout: Dropout,
 }
 
 impl Albert {
-    pub fn load(w: &Weights, c: &AlbertConfig, path: &Path) -> Result<(Self, MlmHead)> {
+    pub fn load(w: &Weights, c: &AlbertConfig, config: &ModelConfig) -> Result<(Self, MlmHead)> {
+        let path = config.path.as_path();
         if c.num_hidden_groups == 0 || !c.num_hidden_layers.is_multiple_of(c.num_hidden_groups) {
             return Err(BackboneError::config(
                 path,
@@ -110,12 +120,22 @@ impl Albert {
         let e = w.pp("albert");
         let (emb, h) = (c.embedding_size, c.hidden_size);
         let activation = Activation::from_hf(&c.hidden_act, path, "hidden_act")?;
+        let hidden_dropout = config.dropout("hidden_dropout_prob", c.hidden_dropout_prob)?;
         let shape = PostLnShape {
             hidden: h,
             intermediate: c.intermediate_size,
             heads: c.num_attention_heads,
             eps: c.layer_norm_eps,
             activation,
+            // transformers' ALBERT defines a feed-forward dropout but never applies it.
+            dropout: PostLnDropout {
+                attention_probs: config.dropout(
+                    "attention_probs_dropout_prob",
+                    c.attention_probs_dropout_prob,
+                )?,
+                attention_output: hidden_dropout,
+                output: Dropout(0.0),
+            },
         };
         let load_group = |g: usize| -> Result<Vec<PostLnBlock>> {
             (0..c.inner_group_num)
@@ -148,6 +168,7 @@ impl Albert {
                 .map(load_group)
                 .collect::<Result<_>>()?,
             num_hidden_layers: c.num_hidden_layers,
+            embeddings_dropout: hidden_dropout,
         };
         let head = MlmHead::load(
             w,
@@ -172,6 +193,7 @@ impl EncoderModel for Albert {
         let x = self
             .embeddings_norm
             .forward(self.word_embeddings.forward(ids) + positions + token_type);
+        let x = self.embeddings_dropout.forward(x);
         // The residual stream the blocks add to is f32.
         let x = linear(&self.embedding_hidden_mapping_in, x, dtype).cast(DType::F32);
         // Layer i runs every inner layer of group floor(i / (layers / groups)).

@@ -5,20 +5,21 @@
 //! <https://github.com/huggingface/transformers/blob/v5.24.0/src/transformers/models/bert/modeling_bert.py>
 //! <https://github.com/huggingface/transformers/blob/v5.24.0/src/transformers/models/roberta/modeling_roberta.py>
 
-use std::path::Path;
-
 use burn::nn::{Embedding, LayerNorm};
 use burn::prelude::*;
 use burn::tensor::DType;
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::config::{ModelConfig, default_true, default_type_vocab};
+use crate::config::{ModelConfig, default_dropout, default_true, default_type_vocab};
 use crate::error::{BackboneError, Result};
 use crate::family::Encoder;
 use crate::family::{Dims, EncoderModel, Family, registered};
 use crate::head::{HeadNames, HeadShape, MlmHead};
-use crate::layers::{Activation, PostLnBlock, PostLnNames, PostLnShape, leading_rows, run_post_ln};
+use crate::layers::{
+    Activation, Dropout, PostLnBlock, PostLnDropout, PostLnNames, PostLnShape, leading_rows,
+    run_post_ln,
+};
 use crate::miniature;
 use crate::weights::Weights;
 
@@ -40,6 +41,10 @@ pub struct BertConfig {
     pub position_embedding_type: String,
     #[serde(default = "default_true")]
     pub tie_word_embeddings: bool,
+    #[serde(default = "default_dropout")]
+    pub hidden_dropout_prob: f64,
+    #[serde(default = "default_dropout")]
+    pub attention_probs_dropout_prob: f64,
 }
 
 fn default_absolute() -> String {
@@ -76,7 +81,7 @@ pub const ROBERTA: Family = Family {
 };
 
 fn load(config: &ModelConfig, weights: &Weights, roberta: bool) -> Result<(Encoder, MlmHead)> {
-    registered(Bert::load(weights, &config.arch()?, roberta, &config.path))
+    registered(Bert::load(weights, &config.arch()?, roberta, config))
 }
 
 const LAYER: PostLnNames = PostLnNames {
@@ -124,6 +129,9 @@ pub struct Bert {
     pub layers: Vec<PostLnBlock>,
     #[module(skip)]
     pub positions: Positions,
+    /// After the embeddings' LayerNorm.
+    #[module(skip)]
+    pub embeddings_dropout: Dropout,
 }
 
 impl Bert {
@@ -132,8 +140,9 @@ impl Bert {
         w: &Weights,
         c: &BertConfig,
         roberta: bool,
-        path: &Path,
+        config: &ModelConfig,
     ) -> Result<(Self, MlmHead)> {
+        let path = config.path.as_path();
         if c.position_embedding_type != "absolute" {
             return Err(BackboneError::config(
                 path,
@@ -153,12 +162,21 @@ impl Bert {
         };
         let h = c.hidden_size;
         let activation = Activation::from_hf(&c.hidden_act, path, "hidden_act")?;
+        let hidden_dropout = config.dropout("hidden_dropout_prob", c.hidden_dropout_prob)?;
         let shape = PostLnShape {
             hidden: h,
             intermediate: c.intermediate_size,
             heads: c.num_attention_heads,
             eps: c.layer_norm_eps,
             activation,
+            dropout: PostLnDropout {
+                attention_probs: config.dropout(
+                    "attention_probs_dropout_prob",
+                    c.attention_probs_dropout_prob,
+                )?,
+                attention_output: hidden_dropout,
+                output: hidden_dropout,
+            },
         };
         let encoder = Self {
             word_embeddings: e.embedding("embeddings.word_embeddings.weight", c.vocab_size, h)?,
@@ -183,6 +201,7 @@ impl Bert {
             } else {
                 Positions::Absolute
             },
+            embeddings_dropout: hidden_dropout,
         };
         let head = MlmHead::load(
             w,
@@ -222,7 +241,8 @@ impl EncoderModel for Bert {
         let x = self.word_embeddings.forward(ids)
             + self.position_embeddings.forward(positions)
             + leading_rows(&self.token_type_embeddings, 1);
-        run_post_ln(&self.layers, self.embeddings_norm.forward(x), mask, dtype)
+        let x = self.embeddings_dropout.forward(self.embeddings_norm.forward(x));
+        run_post_ln(&self.layers, x, mask, dtype)
     }
 
     fn word_embeddings(&self) -> &Embedding {

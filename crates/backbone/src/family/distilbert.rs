@@ -4,19 +4,20 @@
 //! Follows transformers v5.24.0, the release the parity fixtures were generated with:
 //! <https://github.com/huggingface/transformers/blob/v5.24.0/src/transformers/models/distilbert/modeling_distilbert.py>
 
-use std::path::Path;
-
 use burn::nn::{Embedding, LayerNorm};
 use burn::prelude::*;
 use burn::tensor::DType;
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::config::{ModelConfig, default_true, parse_json};
+use crate::config::{ModelConfig, default_dropout, default_true, parse_json};
 use crate::error::Result;
 use crate::family::{Dims, Encoder, EncoderModel, Family, registered};
 use crate::head::{HeadNames, HeadShape, MlmHead};
-use crate::layers::{Activation, PostLnBlock, PostLnNames, PostLnShape, leading_rows, run_post_ln};
+use crate::layers::{
+    Activation, Dropout, PostLnBlock, PostLnDropout, PostLnNames, PostLnShape, leading_rows,
+    run_post_ln,
+};
 use crate::miniature::{self, HIDDEN, INTERMEDIATE, LAYERS, POSITIONS};
 use crate::weights::Weights;
 
@@ -35,6 +36,10 @@ pub struct DistilBertConfig {
     pub pad_token_id: u32,
     #[serde(default = "default_true")]
     pub tie_word_embeddings: bool,
+    #[serde(default = "default_dropout")]
+    pub dropout: f64,
+    #[serde(default = "default_dropout")]
+    pub attention_dropout: f64,
 }
 
 pub const DISTILBERT: Family = Family {
@@ -63,7 +68,7 @@ pub const DISTILBERT: Family = Family {
 };
 
 fn load(config: &ModelConfig, weights: &Weights) -> Result<(Encoder, MlmHead)> {
-    registered(DistilBert::load(weights, &config.arch()?, &config.path))
+    registered(DistilBert::load(weights, &config.arch()?, config))
 }
 
 const LAYER: PostLnNames = PostLnNames {
@@ -91,19 +96,33 @@ pub struct DistilBert {
     pub position_embeddings: Embedding,
     pub embeddings_norm: LayerNorm,
     pub layers: Vec<PostLnBlock>,
+    /// After the embeddings' LayerNorm.
+    #[module(skip)]
+    pub embeddings_dropout: Dropout,
 }
 
 impl DistilBert {
-    pub fn load(w: &Weights, c: &DistilBertConfig, path: &Path) -> Result<(Self, MlmHead)> {
+    pub fn load(
+        w: &Weights,
+        c: &DistilBertConfig,
+        config: &ModelConfig,
+    ) -> Result<(Self, MlmHead)> {
         let e = w.pp("distilbert");
         let h = c.dim;
-        let activation = Activation::from_hf(&c.activation, path, "activation")?;
+        let activation = Activation::from_hf(&c.activation, &config.path, "activation")?;
+        let dropout = config.dropout("dropout", c.dropout)?;
         let shape = PostLnShape {
             hidden: h,
             intermediate: c.hidden_dim,
             heads: c.n_heads,
             eps: LAYER_NORM_EPS,
             activation,
+            // transformers' DistilBERT does not drop after the attention output (`out_lin`).
+            dropout: PostLnDropout {
+                attention_probs: config.dropout("attention_dropout", c.attention_dropout)?,
+                attention_output: Dropout(0.0),
+                output: dropout,
+            },
         };
         let encoder = Self {
             word_embeddings: e.embedding("embeddings.word_embeddings.weight", c.vocab_size, h)?,
@@ -116,6 +135,7 @@ impl DistilBert {
             layers: (0..c.n_layers)
                 .map(|i| PostLnBlock::load(&e.pp(&format!("transformer.layer.{i}")), &LAYER, shape))
                 .collect::<Result<_>>()?,
+            embeddings_dropout: dropout,
         };
         let head = MlmHead::load(
             w,
@@ -139,6 +159,7 @@ impl EncoderModel for DistilBert {
         let x = self
             .embeddings_norm
             .forward(self.word_embeddings.forward(ids) + positions);
+        let x = self.embeddings_dropout.forward(x);
         run_post_ln(&self.layers, x, mask, dtype)
     }
 

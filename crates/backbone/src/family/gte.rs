@@ -12,12 +12,13 @@ use burn::tensor::DType;
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::config::{ModelConfig, default_one, default_true};
+use crate::config::{ModelConfig, default_dropout, default_one, default_true};
 use crate::error::{BackboneError, Result};
 use crate::family::{Dims, Encoder, EncoderModel, Family, registered};
 use crate::head::{HeadNames, HeadShape, MlmHead};
 use crate::layers::{
-    ActivatedHalf, Activation, Rope, gated_mlp, leading_rows, padding_bias, rotary_attention,
+    ActivatedHalf, Activation, Dropout, Rope, gated_mlp, leading_rows, padding_bias,
+    rotary_attention,
 };
 use crate::miniature::{HEADS, HIDDEN, INTERMEDIATE, LAYERS, POSITIONS};
 use crate::precision::residual;
@@ -54,6 +55,11 @@ pub struct GteConfig {
     pub pad_token_id: u32,
     #[serde(default = "default_true")]
     pub tie_word_embeddings: bool,
+    /// `NewConfig`'s defaults: 0.1 on the hidden states, none on the attention probabilities.
+    #[serde(default = "default_dropout")]
+    pub hidden_dropout_prob: f64,
+    #[serde(default)]
+    pub attention_probs_dropout_prob: f64,
 }
 
 pub const GTE: Family = Family {
@@ -75,7 +81,7 @@ pub const GTE: Family = Family {
 };
 
 fn load(config: &ModelConfig, weights: &Weights) -> Result<(Encoder, MlmHead)> {
-    registered(Gte::load(weights, &config.arch()?, &config.path))
+    registered(Gte::load(weights, &config.arch()?, config))
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -177,10 +183,16 @@ pub struct Gte {
     pub rope_theta: f64,
     #[module(skip)]
     pub ntk_factor: Option<f64>,
+    /// After the embeddings' LayerNorm, the attention output, inside and after the MLP.
+    #[module(skip)]
+    pub hidden_dropout: Dropout,
+    #[module(skip)]
+    pub attention_dropout: Dropout,
 }
 
 impl Gte {
-    pub fn load(w: &Weights, c: &GteConfig, path: &Path) -> Result<(Self, MlmHead)> {
+    pub fn load(w: &Weights, c: &GteConfig, config: &ModelConfig) -> Result<(Self, MlmHead)> {
+        let path = config.path.as_path();
         let ntk_factor = c.check_supported(path)?;
         let e = if w.contains("new.embeddings.word_embeddings.weight") {
             w.pp("new")
@@ -219,6 +231,11 @@ impl Gte {
             activation,
             rope_theta: c.theta(),
             ntk_factor,
+            hidden_dropout: config.dropout("hidden_dropout_prob", c.hidden_dropout_prob)?,
+            attention_dropout: config.dropout(
+                "attention_probs_dropout_prob",
+                c.attention_probs_dropout_prob,
+            )?,
         };
         let head = MlmHead::load(
             w,
@@ -230,7 +247,8 @@ impl Gte {
 }
 
 impl GteLayer {
-    /// Post-LN: `a = LN(x + Attn(x))`, `x = LN(a + MLP(a))`, on the f32 residual stream.
+    /// Post-LN: `a = LN(x + drop(Attn(x)))`, `x = LN(a + drop(MLP(a)))`, on the f32 residual
+    /// stream.
     fn forward(
         &self,
         x: Tensor<3>,
@@ -246,18 +264,23 @@ impl GteLayer {
             gte.heads,
             rope,
             bias,
+            gte.attention_dropout,
             dtype,
         );
-        let x = self.attn_ln.forward(residual(x, attention));
+        let x = self
+            .attn_ln
+            .forward(residual(x, gte.hidden_dropout.forward(attention)));
         let mlp = gated_mlp(
             &self.up_gate_proj,
             &self.down_proj,
             x.clone(),
             gte.activation,
             ActivatedHalf::Second,
+            gte.hidden_dropout,
             dtype,
         );
-        self.mlp_ln.forward(residual(x, mlp))
+        self.mlp_ln
+            .forward(residual(x, gte.hidden_dropout.forward(mlp)))
     }
 }
 
@@ -270,7 +293,7 @@ impl EncoderModel for Gte {
         if let Some(token_type) = &self.token_type_embeddings {
             x = x + leading_rows(token_type, 1);
         }
-        let x = self.embeddings_norm.forward(x);
+        let x = self.hidden_dropout.forward(self.embeddings_norm.forward(x));
         let head_dim = x.dims()[2] / self.heads;
         let rope = Rope::new(len, head_dim, self.rope_theta, self.ntk_factor, &device);
         let bias = padding_bias(mask);

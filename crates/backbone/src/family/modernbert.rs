@@ -23,7 +23,8 @@ use crate::error::{BackboneError, Result};
 use crate::family::{Dims, Encoder, EncoderModel, Family, registered};
 use crate::head::{HeadNames, HeadShape, MlmHead};
 use crate::layers::{
-    ActivatedHalf, Activation, Rope, gated_mlp, padding_bias, rotary_attention, sliding_window_bias,
+    ActivatedHalf, Activation, Dropout, Rope, gated_mlp, padding_bias, rotary_attention,
+    sliding_window_bias,
 };
 use crate::miniature::{HEADS, HIDDEN, INTERMEDIATE, LAYERS, POSITIONS};
 use crate::precision::residual;
@@ -68,6 +69,13 @@ pub struct ModernBertConfig {
     pub rope_parameters: Option<HashMap<String, RopeParameters>>,
     #[serde(default)]
     pub rope_scaling: Option<serde_json::Value>,
+    /// `ModernBertConfig`'s defaults, and ModernBERT-base's and Ettin's values: 0.
+    #[serde(default)]
+    pub embedding_dropout: f64,
+    #[serde(default)]
+    pub attention_dropout: f64,
+    #[serde(default)]
+    pub mlp_dropout: f64,
     #[serde(default)]
     pub pad_token_id: u32,
     #[serde(default = "default_true")]
@@ -90,7 +98,7 @@ pub const ETTIN: Family = Family {
 };
 
 fn load(config: &ModelConfig, weights: &Weights) -> Result<(Encoder, MlmHead)> {
-    registered(ModernBert::load(weights, &config.arch()?, &config.path))
+    registered(ModernBert::load(weights, &config.arch()?, config))
 }
 
 fn miniature(vocab: usize, local_theta: f64) -> Value {
@@ -229,10 +237,26 @@ pub struct ModernBert {
     pub local_rope_theta: f64,
     #[module(skip)]
     pub activation: Activation,
+    #[module(skip)]
+    pub dropout: ModernBertDropout,
+}
+
+/// Where ModernBERT drops in training: after the embeddings' norm, on the attention
+/// probabilities and after `Wo` (both `attention_dropout`), inside the GLU before `mlp.Wo`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ModernBertDropout {
+    pub embedding: Dropout,
+    pub attention: Dropout,
+    pub mlp: Dropout,
 }
 
 impl ModernBert {
-    pub fn load(w: &Weights, c: &ModernBertConfig, path: &Path) -> Result<(Self, MlmHead)> {
+    pub fn load(
+        w: &Weights,
+        c: &ModernBertConfig,
+        config: &ModelConfig,
+    ) -> Result<(Self, MlmHead)> {
+        let path = config.path.as_path();
         let (sliding_layers, global_rope_theta, local_rope_theta) = c.layer_plan(path)?;
         let e = w.pp("model");
         let eps = c.norm_eps.or(c.layer_norm_eps).ok_or_else(|| {
@@ -270,6 +294,11 @@ impl ModernBert {
             global_rope_theta,
             local_rope_theta,
             activation: Activation::from_hf(&c.hidden_activation, path, "hidden_activation")?,
+            dropout: ModernBertDropout {
+                embedding: config.dropout("embedding_dropout", c.embedding_dropout)?,
+                attention: config.dropout("attention_dropout", c.attention_dropout)?,
+                mlp: config.dropout("mlp_dropout", c.mlp_dropout)?,
+            },
         };
         let head = MlmHead::load(
             w,
@@ -315,15 +344,17 @@ impl ModernBertLayer {
             model.heads,
             rope,
             bias,
+            model.dropout.attention,
             dtype,
         );
-        let x = residual(x, attention);
+        let x = residual(x, model.dropout.attention.forward(attention));
         let mlp = gated_mlp(
             &self.mlp_in,
             &self.mlp_out,
             self.mlp_norm.forward(x.clone()),
             model.activation,
             ActivatedHalf::First,
+            model.dropout.mlp,
             dtype,
         );
         residual(x, mlp)
@@ -339,6 +370,7 @@ impl EncoderModel for ModernBert {
         let x = self
             .embeddings_norm
             .forward(self.tok_embeddings.forward(ids));
+        let x = self.dropout.embedding.forward(x);
         let head_dim = x.dims()[2] / self.heads;
         let global_bias = padding_bias(mask);
         let local_bias = global_bias.clone() + sliding_window_bias(len, self.half_window, &device);

@@ -12,5 +12,6 @@ mod triples;
 pub use batches::{BatchPlan, Batches, TrainBatch};
 pub use lines::LineFile;
 pub use order::Permutation;
+pub(crate) use order::splitmix64;
 pub use store::TextStore;
 pub use triples::{Example, TripleSource};
