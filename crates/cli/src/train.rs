@@ -38,7 +38,7 @@ pub struct ExportArgs {
 /// Trains; `Ok(true)` if the run collapsed.
 pub fn run(args: TrainArgs) -> Result<bool> {
     let config = TrainConfig::load(&args.config, &args.overrides)?;
-    match lsr_train::train(&config, args.resume)? {
+    match lsr_matrix::validation::train(&config, args.resume)? {
         Outcome::Finished { steps, model } => {
             eprintln!("finished {steps} steps; model: {}", model.display());
             Ok(false)

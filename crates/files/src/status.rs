@@ -35,6 +35,18 @@ pub struct StatusFile {
     /// towards the whole vocabulary).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub warning: Option<String>,
+    /// The best validation pass so far, with a run that validates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub best_validation: Option<BestStep>,
+}
+
+/// The step of the best validation pass, its nDCG@10 and, if kept, its model.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BestStep {
+    pub step: usize,
+    pub ndcg_at_10: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<PathBuf>,
 }
 
 impl StatusFile {

@@ -27,6 +27,8 @@ pub enum MatrixError {
     Backbone(#[from] lsr_backbone::BackboneError),
     #[error(transparent)]
     Report(#[from] lsr_report::ReportError),
+    #[error("{0}")]
+    Validation(String),
 }
 
 pub type Result<T, E = MatrixError> = std::result::Result<T, E>;

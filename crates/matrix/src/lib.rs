@@ -3,7 +3,8 @@
 //! name the line), expanded into cells `(backbone, k)` with stable ids (`modernbert-k16`), and
 //! run cell by cell — train, then evaluate the trained model — into `results/<matrix>/<cell>/`,
 //! skipping finished cells, resuming interrupted ones, recording collapsed and failed ones and
-//! going on. It also writes a Slurm job array that runs the missing cells in parallel. What it
+//! going on; a cell's `[validation]` set is scored during training through this crate's
+//! validator. It also writes a Slurm job array that runs the missing cells in parallel. What it
 //! writes is all the report needs: it never reads this crate.
 
 pub mod cell;
@@ -11,6 +12,7 @@ pub mod error;
 pub mod runner;
 pub mod slurm;
 pub mod spec;
+pub mod validation;
 
 pub use cell::Cell;
 pub use error::{MatrixError, Result};

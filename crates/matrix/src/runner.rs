@@ -114,7 +114,7 @@ fn run_cell(matrix: &Matrix, cell: &Cell) -> Result<CellState> {
     write_json(&cell.dir().join(INFO), &info)?;
     // A collapsed cell is evaluated too, at the collapse (the paper reports such numbers),
     // unless its weights were not finite.
-    let (model, state) = match lsr_train::train(&cell.config, true)? {
+    let (model, state) = match crate::validation::train(&cell.config, true)? {
         Outcome::Collapsed { model: None, .. } => return Ok(CellState::Collapsed),
         Outcome::Collapsed {
             model: Some(model), ..

@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use lsr_backbone::Precision;
-use lsr_train::{DataConfig, ModelSpec, Recipe, TrainConfig};
+use lsr_train::{DataConfig, ModelSpec, Recipe, TrainConfig, ValidationConfig};
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
@@ -32,6 +32,9 @@ struct MatrixFile {
     backbone: Vec<BackboneSpec>,
     #[serde(default)]
     paper: Vec<PaperResult>,
+    /// Scored during every cell's training (`lsr_train::ValidationConfig`).
+    #[serde(default)]
+    validation: Option<ValidationConfig>,
 }
 
 #[derive(Deserialize)]
@@ -240,6 +243,7 @@ impl Source<'_> {
                     output: file.results.join(&id),
                     checkpoints: Some(file.checkpoints.join(&id)),
                     device: file.device.clone(),
+                    validation: file.validation.clone(),
                 }
                 .validated(&format!("{} (cell {id})", self.path.display()))?;
                 Ok(Cell {

@@ -31,6 +31,14 @@ tradeoff = "beir/synth-a"
 format = "triples"
 triples = "{root}/synth/train/triples.tsv"
 
+[validation]
+dataset = "beir/synth-val"
+data_root = "{root}/synth"
+every = 2
+query_max_length = 16
+document_max_length = 32
+batch_size = 16
+
 [recipe]
 steps = 4
 batch_size = 4
@@ -86,7 +94,7 @@ fn runs_records_skips_and_reports() {
     let spec = SynthSpec {
         entities: 12,
         train_triples: 40,
-        test_sets: vec![("synth-a".into(), 8)],
+        test_sets: vec![("synth-a".into(), 8), ("synth-val".into(), 8)],
         ..SynthSpec::default()
     };
     write_synthetic(&spec, &root.path().join("synth")).unwrap();
@@ -141,6 +149,16 @@ fn runs_records_skips_and_reports() {
         assert!(done.dir().join(file).exists(), "{file}");
     }
     let metrics_before = std::fs::read(done.dir().join("metrics.json")).unwrap();
+    // Validated at steps 2 and 4, the better pass recorded.
+    let log = std::fs::read_to_string(done.dir().join("train.csv")).unwrap();
+    let validated = log.lines().skip(1).filter(|l| !l.contains("NaN")).count();
+    assert_eq!(validated, 2, "{log}");
+    let status = lsr_files::StatusFile::read(done.dir()).unwrap().unwrap();
+    assert!(
+        status
+            .best_validation
+            .is_some_and(|b| [2, 4].contains(&b.step))
+    );
 
     // Again: only the failed cell is tried; finished and collapsed cells are left alone.
     let again = run_cells(&matrix, &RunOptions::default()).unwrap();
@@ -192,6 +210,7 @@ fn runs_records_skips_and_reports() {
         ],
     )
     .unwrap();
+    assert!(written.iter().any(|p| p.ends_with("validation.png")));
     for path in &written {
         assert!(
             std::fs::metadata(path).unwrap().len() > 0,

@@ -31,7 +31,10 @@ pub fn write_report(results: &Path, out: &Path, parts: &[Part]) -> Result<Vec<st
     for part in parts {
         match part {
             Part::Table => written.extend(table::write_tables(&matrix, out)?),
-            Part::Losses => written.extend(plots::loss_curves(&matrix, out)?),
+            Part::Losses => {
+                written.extend(plots::loss_curves(&matrix, out)?);
+                written.extend(plots::validation_curves(&matrix, out)?);
+            }
             Part::Tradeoff => written.extend(plots::tradeoff(&matrix, out)?),
         }
     }

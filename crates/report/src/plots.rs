@@ -1,5 +1,6 @@
 //! Figures, each as PNG and SVG: loss curves (one panel per backbone, one colour per k, total
-//! loss solid and ranking loss dashed, log y; a collapsed run ends in a cross) and the
+//! loss solid and ranking loss dashed, log y; a collapsed run ends in a cross), beside them the
+//! validation nDCG@10 of the cells that validated (the best pass of each marked), and the
 //! effectiveness/efficiency trade-off (mean nDCG@10 of the trade-off set against FLOPs, log x,
 //! one colour per backbone, points joined in k order and labelled with k).
 
@@ -205,6 +206,99 @@ fn draw_losses<DB: DrawingBackend>(
             .background_style(WHITE.mix(0.85))
             .border_style(BLACK)
             .position(SeriesLabelPosition::LowerLeft)
+            .draw()
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+/// `validation.png` / `validation.svg`, if any cell validated: one panel per backbone, nDCG@10
+/// of each pass against the step, one colour per k, the best pass circled.
+pub fn validation_curves(matrix: &MatrixResults, out: &Path) -> Result<Vec<PathBuf>> {
+    let validated =
+        |c: &&crate::results::CellResult| c.log.as_ref().is_some_and(|l| !l.validation.is_empty());
+    if !matrix.cells.iter().any(|c| validated(&c)) {
+        return Ok(Vec::new());
+    }
+    let backbones = matrix.backbones();
+    let cols = backbones.len().clamp(1, 4);
+    let rows = backbones.len().div_ceil(cols).max(1);
+    let size = (420 * cols as u32, 340 * rows as u32);
+    both_formats(
+        out,
+        "validation",
+        size,
+        |root| draw_validation(matrix, root, rows, cols),
+        |root| draw_validation(matrix, root, rows, cols),
+    )
+}
+
+fn draw_validation<DB: DrawingBackend>(
+    matrix: &MatrixResults,
+    root: DrawingArea<DB, Shift>,
+    rows: usize,
+    cols: usize,
+) -> Result<(), String> {
+    root.fill(&WHITE).map_err(|e| e.to_string())?;
+    let title = format!("{}: validation nDCG@10 during training", matrix.name);
+    let root = root
+        .titled(&title, (FAMILY, 20))
+        .map_err(|e| e.to_string())?;
+    for (backbone, panel) in matrix
+        .backbones()
+        .into_iter()
+        .zip(root.split_evenly((rows, cols)))
+    {
+        let curves: Vec<(f64, &[(f64, f64)])> = matrix
+            .cells
+            .iter()
+            .filter(|c| c.backbone == backbone)
+            .filter_map(|c| Some((c.k, c.log.as_ref()?.validation.as_slice())))
+            .collect();
+        let steps = curves
+            .iter()
+            .flat_map(|(_, points)| points.iter().map(|p| p.0))
+            .fold(1.0, f64::max);
+        let mut chart = ChartBuilder::on(&panel)
+            .caption(backbone, (FAMILY, 18))
+            .margin(8)
+            .x_label_area_size(32)
+            .y_label_area_size(52)
+            .build_cartesian_2d(0.0..steps, 0.0..1.0)
+            .map_err(|e| e.to_string())?;
+        chart
+            .configure_mesh()
+            .x_label_formatter(&|x| format!("{x:.0}"))
+            .x_desc("step")
+            .y_desc("nDCG@10")
+            .label_style((FAMILY, 12))
+            .axis_desc_style((FAMILY, 13))
+            .draw()
+            .map_err(|e| e.to_string())?;
+        for (i, (k, points)) in curves.iter().enumerate() {
+            let colour_i = colour(i);
+            chart
+                .draw_series(LineSeries::new(points.to_vec(), colour_i.stroke_width(2)))
+                .map_err(|e| e.to_string())?
+                .label(format!("k={k}"))
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 18, y)], colour_i.stroke_width(2))
+                });
+            // The first of equal scores, as training records it.
+            let best = points
+                .iter()
+                .copied()
+                .reduce(|b, p| if p.1 > b.1 { p } else { b });
+            chart
+                .draw_series(best.map(|p| Circle::new(p, 5, colour_i.stroke_width(2))))
+                .map_err(|e| e.to_string())?;
+        }
+        chart
+            .configure_series_labels()
+            .label_font((FAMILY, 12))
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .position(SeriesLabelPosition::LowerRight)
             .draw()
             .map_err(|e| e.to_string())?;
     }

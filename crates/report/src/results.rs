@@ -66,6 +66,8 @@ pub struct LossLog {
     pub step: Vec<f64>,
     pub loss: Vec<f64>,
     pub ranking_loss: Vec<f64>,
+    /// `(step, nDCG@10)` of the validation passes (none in a run without `[validation]`).
+    pub validation: Vec<(f64, f64)>,
 }
 
 #[derive(Clone, Debug)]
@@ -202,9 +204,20 @@ fn read_log(path: &Path) -> Result<LossLog> {
         let values = series.f64().map_err(|e| ReportError::parse(path, e))?;
         Ok(values.iter().map(|v| v.unwrap_or(f64::NAN)).collect())
     };
+    let step = column("step")?;
+    let validation = match frame.column("val_ndcg@10") {
+        Ok(_) => step
+            .iter()
+            .copied()
+            .zip(column("val_ndcg@10")?)
+            .filter(|(_, v)| v.is_finite())
+            .collect(),
+        Err(_) => Vec::new(),
+    };
     Ok(LossLog {
-        step: column("step")?,
         loss: column("loss")?,
         ranking_loss: column("ranking_loss")?,
+        step,
+        validation,
     })
 }

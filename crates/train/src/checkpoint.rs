@@ -13,7 +13,7 @@ use crate::error::{Result, TrainError};
 use crate::trainer::Trainer;
 
 /// Where the run stands after a step; with the records, enough to continue exactly.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct RunState {
     /// Optimiser steps taken.
     pub step: usize,
@@ -24,6 +24,9 @@ pub struct RunState {
     /// Consecutive steps whose queries or documents were dense (for the warning).
     #[serde(default)]
     pub dense_steps: usize,
+    /// The best validation pass so far.
+    #[serde(default)]
+    pub best_validation: Option<crate::validation::BestValidation>,
 }
 
 const MODEL: &str = "model.bpk";

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Result, TrainError};
 use crate::schedule::Warmup;
+use crate::validation::ValidationConfig;
 
 /// A whole cell: model, recipe, data, output.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -27,6 +28,8 @@ pub struct TrainConfig {
     /// `flex`, `wgpu[:N]` or `cuda[:N]`; default: `$LSR_DEVICE`, else the best backend that starts here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub device: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub validation: Option<ValidationConfig>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -330,6 +333,19 @@ impl TrainConfig {
                 "recipe.max_grad_norm",
                 format!("must be finite and > 0, got {norm}"),
             ));
+        }
+        if let Some(v) = &self.validation {
+            let sizes = [
+                ("validation.every", v.every),
+                ("validation.batch_size", v.batch_size),
+                ("validation.query_max_length", v.query_max_length),
+                ("validation.document_max_length", v.document_max_length),
+            ];
+            for (field, value) in sizes {
+                if value == 0 {
+                    return Err(fail(field, "must be at least 1, got 0".into()));
+                }
+            }
         }
         if r.negatives != 1 && !matches!(self.data, DataConfig::Jsonl { .. }) {
             return Err(fail(

@@ -27,6 +27,12 @@ pub enum TrainError {
     Checkpoint { path: PathBuf, message: String },
     #[error(transparent)]
     Backbone(#[from] BackboneError),
+    #[error("validation on {dataset} at step {step}: {message}")]
+    Validation {
+        dataset: String,
+        step: usize,
+        message: String,
+    },
 }
 
 pub type Result<T, E = TrainError> = std::result::Result<T, E>;

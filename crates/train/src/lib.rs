@@ -6,6 +6,7 @@
 //! a linear warm-up/decay schedule, optional global-norm clipping and gradient accumulation. Every
 //! step is logged to CSV; checkpoints are atomic and a run resumes from the newest one; a NaN loss
 //! or all-zero documents end the run as a recorded collapse, which is one of the paper's results.
+//! A `[validation]` set is scored every N steps through a caller's [`Validator`].
 
 pub mod checkpoint;
 pub mod config;
@@ -17,9 +18,11 @@ pub mod reference;
 pub mod run;
 pub mod schedule;
 pub mod trainer;
+pub mod validation;
 
 pub use config::{DataConfig, ModelSpec, Recipe, Regularizer, TrainConfig};
 pub use error::{Result, TrainError};
 pub use loss::{LossTerms, splade_loss};
-pub use run::{Outcome, train};
+pub use run::{Outcome, train, train_validated};
 pub use trainer::{StepMetrics, Trainer};
+pub use validation::{BestValidation, ValidationConfig, ValidationScores, Validator};

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Result, TrainError};
 use crate::trainer::StepMetrics;
+use crate::validation::ValidationScores;
 
 pub struct TrainLog {
     path: PathBuf,
@@ -16,7 +17,10 @@ pub struct TrainLog {
 
 impl StepMetrics {
     /// The CSV columns, in order, with this step's values.
-    pub fn columns(&self) -> [(&'static str, f64); 16] {
+    /// Validation columns are NaN on the steps without a pass.
+    pub fn columns(&self) -> [(&'static str, f64); 20] {
+        let validation =
+            |f: fn(&ValidationScores) -> f64| self.validation.as_ref().map_or(f64::NAN, f);
         [
             ("step", self.step as f64),
             ("lr", self.lr),
@@ -33,6 +37,10 @@ impl StepMetrics {
             ("max_activation", self.max_activation),
             ("grad_norm", self.grad_norm),
             ("dense_steps", self.dense_steps as f64),
+            ("val_ndcg@10", validation(|v| v.ndcg_at_10)),
+            ("val_l0_q", validation(|v| v.l0_q)),
+            ("val_l0_d", validation(|v| v.l0_d)),
+            ("val_flops", validation(|v| v.flops)),
             ("seconds", self.seconds),
         ]
     }

@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use burn::prelude::*;
 use lsr_backbone::{Backbone, parse_device, write_checkpoint};
+use lsr_files::status::BestStep;
 use lsr_files::status::STATUS;
 use lsr_files::{RunStatus, StatusFile};
 
@@ -19,6 +20,7 @@ use crate::data::{BatchPlan, Batches, TrainBatch, TripleSource};
 use crate::error::{Result, TrainError};
 use crate::log::TrainLog;
 use crate::trainer::{StepMetrics, Trainer, weights_finite};
+use crate::validation::{BestValidation, Validator};
 
 /// How a run ended (errors aside).
 #[derive(Clone, Debug, PartialEq)]
@@ -38,12 +40,31 @@ pub enum Outcome {
 
 /// Trains the cell. Without `resume`, an output directory that already holds a run is
 /// refused; with it, the run continues from its newest checkpoint (or returns the recorded end
-/// of a run that is over).
+/// of a run that is over). A cell with `[validation]` needs [`train_validated`].
 pub fn train(config: &TrainConfig, resume: bool) -> Result<Outcome> {
+    if let Some(validation) = &config.validation {
+        return Err(TrainError::Config {
+            source_name: config.output.join(checkpoint::CONFIG).display().to_string(),
+            message: format!(
+                "[validation] on {} needs a validator (`lsr train` and `lsr matrix run` \
+                 provide one)",
+                validation.dataset
+            ),
+        });
+    }
+    train_validated(config, resume, None)
+}
+
+/// As [`train`], scoring the `[validation]` set through `validator` every `every` steps.
+pub fn train_validated<'a>(
+    config: &'a TrainConfig,
+    resume: bool,
+    validator: Option<&'a mut dyn Validator>,
+) -> Result<Outcome> {
     if let Some(ended) = recorded_end(&config.output, resume)? {
         return Ok(ended);
     }
-    let mut run = Run::start(config, resume)?;
+    let mut run = Run::start(config, resume, validator)?;
     while run.trainer.step < config.recipe.steps {
         if let Some(collapsed) = run.step()? {
             return Ok(collapsed);
@@ -84,6 +105,7 @@ fn recorded_end(output: &Path, resume: bool) -> Result<Option<Outcome>> {
 /// A run in progress: what its steps read and write.
 struct Run<'a> {
     config: &'a TrainConfig,
+    validator: Option<&'a mut dyn Validator>,
     config_toml: String,
     backbone: Backbone,
     trainer: Trainer,
@@ -97,7 +119,11 @@ struct Run<'a> {
 impl<'a> Run<'a> {
     /// Checks all that can be checked before the first file of the run is written (data,
     /// device, backbone, k), then writes the config, resumes if asked, and opens log and status.
-    fn start(config: &'a TrainConfig, resume: bool) -> Result<Self> {
+    fn start(
+        config: &'a TrainConfig,
+        resume: bool,
+        validator: Option<&'a mut dyn Validator>,
+    ) -> Result<Self> {
         let (output, recipe) = (&config.output, &config.recipe);
         let source = Arc::new(TripleSource::open(&config.data)?);
         let device = parse_device(config.device.as_deref())?.autodiff();
@@ -116,18 +142,26 @@ impl<'a> Run<'a> {
             tracing::info!("resuming from {} (step {})", latest.display(), state.step);
         }
         let log = TrainLog::open(&output.join("train.csv"), state.step)?;
-        // A warning about the steps before the checkpoint still holds.
-        let warning = match resume {
-            true => StatusFile::read(output)?.and_then(|s| s.warning),
+        // A warning and a best pass from the steps before the checkpoint still hold.
+        let previous = match resume {
+            true => StatusFile::read(output)?,
             false => None,
         };
+        let best_validation = state.best_validation.map(|best| BestStep {
+            step: best.step,
+            ndcg_at_10: best.scores.ndcg_at_10,
+            model: previous
+                .as_ref()
+                .and_then(|p| p.best_validation.as_ref()?.model.clone()),
+        });
         let status = StatusFile {
             status: RunStatus::Running,
             step: state.step,
             steps: recipe.steps,
             reason: None,
             model: None,
-            warning,
+            warning: previous.and_then(|p| p.warning),
+            best_validation,
         };
         status.write(output)?;
         let plan = BatchPlan {
@@ -144,6 +178,7 @@ impl<'a> Run<'a> {
         let batches = Batches::spawn(source, plan, state.next_micro_batch, recipe.prefetch);
         Ok(Self {
             config,
+            validator,
             config_toml,
             backbone,
             trainer,
@@ -166,7 +201,12 @@ impl<'a> Run<'a> {
         self.watch_density(&mut metrics)?;
         let collapse = collapse(&metrics, &mut self.state, recipe.collapse_patience);
         let last = metrics.step == recipe.steps;
-        if metrics.step.is_multiple_of(recipe.log_every) || collapse.is_some() || last {
+        if collapse.is_none() {
+            self.validate(&mut metrics, last)?;
+        }
+        let validated = metrics.validation.is_some();
+        if metrics.step.is_multiple_of(recipe.log_every) || collapse.is_some() || last || validated
+        {
             self.log.append(&metrics)?;
         }
         self.progress.step(&metrics);
@@ -174,7 +214,7 @@ impl<'a> Run<'a> {
             self.progress
                 .finish(&format!("collapsed at step {}", metrics.step));
             let model = match weights_finite(&self.trainer.model) {
-                true => Some(self.export()?),
+                true => Some(self.export("model")?),
                 false => None,
             };
             self.status.status = RunStatus::Collapsed;
@@ -233,12 +273,51 @@ impl<'a> Run<'a> {
         Ok(())
     }
 
-    /// Writes the model as it is now as a Hugging Face checkpoint, `<checkpoints>/model`.
-    fn export(&self) -> Result<PathBuf> {
-        let model_dir = self.config.checkpoint_dir().join("model");
+    /// Scores the validation set after a step where one is due (every `every` steps and the
+    /// last), recording the best pass (the first of equal scores) and keeping its model if asked.
+    fn validate(&mut self, metrics: &mut StepMetrics, last: bool) -> Result<()> {
+        let (Some(spec), Some(validator)) = (&self.config.validation, self.validator.as_mut())
+        else {
+            return Ok(());
+        };
+        if !(metrics.step.is_multiple_of(spec.every) || last) {
+            return Ok(());
+        }
+        let scores = validator
+            .validate(self.trainer.model.valid())
+            .map_err(|message| TrainError::Validation {
+                dataset: spec.dataset.clone(),
+                step: metrics.step,
+                message,
+            })?;
+        metrics.validation = Some(scores);
+        let best = self.state.best_validation;
+        if best.is_some_and(|b| b.scores.ndcg_at_10 >= scores.ndcg_at_10) {
+            return Ok(());
+        }
+        let keep = spec.keep_best;
+        self.state.best_validation = Some(BestValidation {
+            step: metrics.step,
+            scores,
+        });
+        self.status.best_validation = Some(BestStep {
+            step: metrics.step,
+            ndcg_at_10: scores.ndcg_at_10,
+            model: if keep {
+                Some(self.export("best")?)
+            } else {
+                None
+            },
+        });
+        Ok(self.status.write(&self.config.output)?)
+    }
+
+    /// Writes the model as it is now as a Hugging Face checkpoint, `<checkpoints>/<name>`.
+    fn export(&self, name: &str) -> Result<PathBuf> {
+        let model_dir = self.config.checkpoint_dir().join(name);
         if model_dir.exists() {
-            // Left by a run killed after writing it and before recording it; this run's steps
-            // are the same, so its model replaces that one.
+            // `model`: left by a run killed after writing it and before recording it, whose
+            // steps this run takes again. `best`: a pass this one has beaten.
             std::fs::remove_dir_all(&model_dir).map_err(|e| TrainError::io(&model_dir, e))?;
         }
         write_checkpoint(
@@ -253,7 +332,7 @@ impl<'a> Run<'a> {
     /// Writes the trained model as a Hugging Face checkpoint and records the run as finished.
     fn finish(mut self) -> Result<Outcome> {
         self.progress.finish("done");
-        let model_dir = self.export()?;
+        let model_dir = self.export("model")?;
         self.status.status = RunStatus::Finished;
         self.status.step = self.trainer.step;
         self.status.model = Some(model_dir.clone());

@@ -11,6 +11,7 @@ use crate::config::Recipe;
 use crate::data::TrainBatch;
 use crate::loss::splade_loss;
 use crate::schedule::{learning_rate, regularizer_weight};
+use crate::validation::ValidationScores;
 
 /// What one step did, as logged (`train.csv`). Losses and statistics are means over the
 /// step's micro-batches.
@@ -37,6 +38,8 @@ pub struct StepMetrics {
     /// Consecutive steps, through this one, whose mean query or document L0 exceeded the
     /// recipe's `dense_fraction` of the vocabulary (set by the run, which keeps the count).
     pub dense_steps: usize,
+    /// The validation pass taken after this step, if one was.
+    pub validation: Option<ValidationScores>,
     pub seconds: f64,
 }
 
@@ -133,6 +136,7 @@ impl Trainer {
             max_activation,
             grad_norm,
             dense_steps: 0,
+            validation: None,
             seconds: started.elapsed().as_secs_f64(),
         }
     }

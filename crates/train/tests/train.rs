@@ -7,7 +7,10 @@ use lsr_backbone::Precision;
 use lsr_backbone::reference::fixtures_dir;
 use lsr_files::{RunStatus, StatusFile};
 use lsr_train::log::read_log;
-use lsr_train::{DataConfig, ModelSpec, Outcome, Recipe, TrainConfig, train};
+use lsr_train::{
+    DataConfig, ModelSpec, Outcome, Recipe, TrainConfig, ValidationConfig, ValidationScores,
+    Validator, train, train_validated,
+};
 
 fn config(output: &Path, family: &str, steps: usize) -> TrainConfig {
     TrainConfig {
@@ -36,6 +39,7 @@ fn config(output: &Path, family: &str, steps: usize) -> TrainConfig {
         output: output.to_path_buf(),
         checkpoints: None,
         device: Some("flex".into()),
+        validation: None,
     }
 }
 
@@ -348,4 +352,49 @@ fn vectors_near_the_whole_vocabulary_are_a_recorded_warning() {
     let status = StatusFile::read(dir.path()).unwrap().unwrap();
     let warning = status.warning.expect("a warning");
     assert!(warning.contains("through step 3"), "{warning}");
+}
+
+/// Scores passes from a list, in turn.
+struct Scripted(Vec<f64>);
+
+impl Validator for Scripted {
+    fn validate(&mut self, _: lsr_backbone::MaskedLm) -> Result<ValidationScores, String> {
+        Ok(ValidationScores {
+            ndcg_at_10: self.0.remove(0),
+            ..ValidationScores::default()
+        })
+    }
+}
+
+#[test]
+fn validation_passes_are_logged_and_the_best_one_is_kept() {
+    let _lock = one_run_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let mut cell = config(dir.path(), "bert", 6);
+    cell.recipe.log_every = 100;
+    cell.validation = Some(ValidationConfig {
+        dataset: "beir/synth-b".into(),
+        data_root: dir.path().join("data"),
+        every: 2,
+        query_max_length: 16,
+        document_max_length: 32,
+        batch_size: 8,
+        keep_best: true,
+    });
+    let refused = train(&cell, false).unwrap_err().to_string();
+    assert!(refused.contains("needs a validator"), "{refused}");
+
+    let mut validator = Scripted(vec![0.3, 0.5, 0.5]);
+    finished_model(train_validated(&cell, false, Some(&mut validator)).unwrap());
+    let log = dir.path().join("train.csv");
+    // Logged: the validated steps (and the last), though `log_every` is larger.
+    assert_eq!(column(&log, "step"), vec![2.0, 4.0, 6.0]);
+    assert_eq!(column(&log, "val_ndcg@10"), vec![0.3, 0.5, 0.5]);
+    let status = StatusFile::read(dir.path()).unwrap().unwrap();
+    let best = status.best_validation.expect("a best pass");
+    // The first of two equal scores.
+    assert_eq!((best.step, best.ndcg_at_10), (4, 0.5));
+    let kept = best.model.expect("keep_best keeps the model");
+    assert_eq!(kept, dir.path().join("checkpoints/best"));
+    assert!(kept.join("model.safetensors").exists());
 }

@@ -1,0 +1,77 @@
+//! The validator a cell's `[validation]` asks for: the model being trained, encoded and scored
+//! on one named data set by `lsr-eval`'s pipeline (nDCG@10 over every judged query, FLOPs and
+//! L0), each pass in a scratch directory; and training with it where a cell asks.
+
+use lsr_backbone::{Backbone, MaskedLm, RescaleMode, parse_device};
+use lsr_data::Dataset;
+use lsr_eval::Measure;
+use lsr_eval::pipeline::{EvalSettings, evaluate_dataset};
+use lsr_splade::SpladeEncoder;
+use lsr_train::{Outcome, TrainConfig, ValidationScores, Validator};
+
+use crate::error::{MatrixError, Result};
+
+/// Retrieval depth of a pass: nDCG@10 needs no more.
+const TOP_K: usize = 100;
+
+/// Trains `config`, validating as its `[validation]` says (if it has one).
+pub fn train(config: &TrainConfig, resume: bool) -> Result<Outcome> {
+    Ok(match DatasetValidator::open(config)? {
+        Some(mut validator) => lsr_train::train_validated(config, resume, Some(&mut validator))?,
+        None => lsr_train::train(config, resume)?,
+    })
+}
+
+pub struct DatasetValidator {
+    /// The checkpoint's tokenizer and an encoder whose model each pass replaces.
+    encoder: SpladeEncoder,
+    dataset: Dataset,
+    settings: EvalSettings,
+}
+
+impl DatasetValidator {
+    /// The validator of `config`'s `[validation]`, on the device the cell trains on; the data
+    /// set must be one set, present.
+    pub fn open(config: &TrainConfig) -> Result<Option<Self>> {
+        let Some(spec) = &config.validation else {
+            return Ok(None);
+        };
+        let mut sets = Dataset::resolve(&spec.dataset, &spec.data_root)?;
+        if sets.len() != 1 {
+            return Err(MatrixError::Validation(format!(
+                "validation.dataset `{}` is a group of {} sets; name one",
+                spec.dataset,
+                sets.len()
+            )));
+        }
+        let device = parse_device(config.device.as_deref())?;
+        let max_length = spec.query_max_length.max(spec.document_max_length);
+        let backbone = Backbone::load(&config.model.checkpoint, &device, max_length)?;
+        Ok(Some(Self {
+            encoder: SpladeEncoder::new(backbone, 1.0, RescaleMode::Shared)?,
+            dataset: sets.remove(0),
+            settings: EvalSettings {
+                batch_size: spec.batch_size,
+                query_max_length: spec.query_max_length,
+                doc_max_length: spec.document_max_length,
+                top_k: TOP_K,
+                measures: Measure::parse_all(&["ndcg@10".to_string()])?,
+            },
+        }))
+    }
+}
+
+impl Validator for DatasetValidator {
+    fn validate(&mut self, model: MaskedLm) -> std::result::Result<ValidationScores, String> {
+        self.encoder.backbone.model = model;
+        let scratch = tempfile::tempdir().map_err(|e| e.to_string())?;
+        let report = evaluate_dataset(&self.encoder, &self.dataset, &self.settings, scratch.path())
+            .map_err(|e| e.to_string())?;
+        Ok(ValidationScores {
+            ndcg_at_10: report.metrics.get("ndcg@10").copied().unwrap_or(f64::NAN),
+            l0_q: report.sparsity.mean_query_l0,
+            l0_d: report.sparsity.mean_doc_l0,
+            flops: report.sparsity.flops,
+        })
+    }
+}
