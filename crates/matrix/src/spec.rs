@@ -567,4 +567,23 @@ lr = 1e-4
             "{message}"
         );
     }
+
+    #[test]
+    fn the_committed_matrices_load_with_their_evaluation_lengths() {
+        let experiments = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../experiments");
+        let measures = [Measure::Ndcg(Some(10))];
+        let table1 = Matrix::load(&experiments.join("table1.toml")).unwrap();
+        let arguana = table1.eval.settings("beir/arguana", &measures);
+        assert_eq!(
+            (arguana.query_max_length, arguana.document_max_length),
+            (256, 256)
+        );
+        assert!(arguana.complete);
+        let mini = Matrix::load(&experiments.join("mini.toml")).unwrap();
+        let synth = mini.eval.settings("beir/synth-a", &measures);
+        assert_eq!(
+            (synth.query_max_length, synth.document_max_length),
+            (16, 32)
+        );
+    }
 }
