@@ -7,7 +7,7 @@ use anyhow::Result;
 use clap::Args;
 use lsr_data::Dataset;
 use lsr_eval::Measure;
-use lsr_eval::pipeline::{EvalSettings, evaluate_dataset};
+use lsr_eval::pipeline::{DEFAULT_MAX_LENGTH, EvalSettings, evaluate_dataset};
 
 use crate::model::ModelArgs;
 
@@ -28,13 +28,21 @@ pub struct EvalArgs {
     measures: Vec<String>,
     #[arg(long, default_value_t = 32)]
     batch_size: usize,
-    #[arg(long, default_value_t = 32)]
+    /// Tokens per query, capped at the model's positions (naver/splade evaluates with the
+    /// model's max_length, 256, whatever the training's query length).
+    #[arg(long, default_value_t = DEFAULT_MAX_LENGTH)]
     query_max_length: usize,
-    #[arg(long, default_value_t = 256)]
-    doc_max_length: usize,
+    /// Tokens per document, capped at the model's positions.
+    #[arg(long, default_value_t = DEFAULT_MAX_LENGTH)]
+    document_max_length: usize,
     /// Documents retrieved per query.
     #[arg(long, default_value_t = 1000)]
     top_k: usize,
+    /// Average over every judged query, those that retrieve nothing (an empty query vector)
+    /// counting 0, as trec_eval -c and MS MARCO's official evaluation; `false`: over the
+    /// queries with results only.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    complete: bool,
 }
 
 pub fn run(args: EvalArgs) -> Result<()> {
@@ -45,13 +53,14 @@ pub fn run(args: EvalArgs) -> Result<()> {
     }
     let encoder = args
         .model
-        .encoder(args.doc_max_length.max(args.query_max_length))?;
+        .encoder(args.document_max_length.max(args.query_max_length))?;
     let settings = EvalSettings {
         batch_size: args.batch_size,
         query_max_length: args.query_max_length,
-        doc_max_length: args.doc_max_length,
+        document_max_length: args.document_max_length,
         top_k: args.top_k,
         measures,
+        complete: args.complete,
     };
     for dataset in &datasets {
         let out = args.output.join(dataset.name.replace('/', "_"));
@@ -62,13 +71,14 @@ pub fn run(args: EvalArgs) -> Result<()> {
             .map(|(name, value)| format!("{name} {value:.4}"))
             .collect();
         println!(
-            "{}: {} | FLOPs {:.3} | L0 q {:.1} d {:.1} | {} queries → {}",
+            "{}: {} | FLOPs {:.3} | L0 q {:.1} d {:.1} | {} queries ({} empty) → {}",
             report.dataset,
             metrics.join(", "),
             report.sparsity.flops,
             report.sparsity.mean_query_l0,
             report.sparsity.mean_doc_l0,
             report.queries_evaluated,
+            report.empty_queries,
             out.display()
         );
     }

@@ -25,7 +25,11 @@ pub struct EvaluateArgs {
     /// Print every query's values too (trec_eval -q).
     #[arg(short = 'q', long)]
     per_query: bool,
-    /// JSON: {"mean", "per_query", "queries_evaluated", "queries_without_results"}.
+    /// Average over every judged query, those absent from the run counting 0 (trec_eval -c, as
+    /// `lsr eval` does); without it, over the judged queries the run has.
+    #[arg(short = 'c', long)]
+    complete: bool,
+    /// JSON: {"mean", "per_query", "queries_evaluated", "queries_without_results", "complete"}.
     #[arg(long)]
     json: bool,
 }
@@ -34,7 +38,7 @@ pub fn run(args: EvaluateArgs) -> Result<()> {
     let measures = Measure::parse_all(&args.measures)?;
     let qrels = Qrels::read(&args.qrels)?;
     let run = Run::read(&args.run)?;
-    let evaluation = evaluate(&run, &qrels, &measures, args.relevance_level);
+    let evaluation = evaluate(&run, &qrels, &measures, args.relevance_level, args.complete);
     if args.json {
         println!("{}", serde_json::to_string_pretty(&evaluation)?);
         return Ok(());
@@ -50,11 +54,13 @@ pub fn run(args: EvaluateArgs) -> Result<()> {
     for (name, value) in &evaluation.mean {
         println!("{name:<16}\tall\t{value:.4}");
     }
-    if evaluation.queries_without_results > 0 {
+    let missing = evaluation.queries_without_results;
+    if missing > 0 && evaluation.complete {
+        eprintln!("note: {missing} judged queries have no results in the run and count 0 (-c)");
+    } else if missing > 0 {
         eprintln!(
-            "note: {} judged queries have no results in the run and are not averaged (as \
-             pytrec_eval and trec_eval without -c)",
-            evaluation.queries_without_results
+            "note: {missing} judged queries have no results in the run and are not averaged (as \
+             pytrec_eval and trec_eval without -c; -c counts them 0)"
         );
     }
     Ok(())

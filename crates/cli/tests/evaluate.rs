@@ -1,7 +1,10 @@
 //! `lsr evaluate` on the pytrec_eval fixture: the means equal the mean of pytrec_eval's
-//! per-query values.
+//! per-query values. `lsr eval` on tiny BEIR sets: what `metrics.json` records, and that it
+//! agrees with `lsr evaluate -c` on the run it wrote.
 
 mod common;
+
+use std::path::Path;
 
 use common::{fixture, lsr};
 
@@ -74,43 +77,24 @@ fn a_malformed_run_is_reported_with_file_and_line() {
     );
 }
 
-#[test]
-fn eval_writes_metrics_for_a_beir_data_set() {
-    let root = tempfile::tempdir().unwrap();
-    let dir = root.path().join("beir/mini");
+/// Writes the BEIR set `beir/<name>` under `root`.
+fn beir_set(root: &Path, name: &str, corpus: &str, queries: &str, qrels: &str) {
+    let dir = root.join("beir").join(name);
     std::fs::create_dir_all(dir.join("qrels")).unwrap();
-    std::fs::write(
-        dir.join("corpus.jsonl"),
-        "{\"_id\": \"a\", \"title\": \"France\", \"text\": \"paris is the capital\"}\n\
-         {\"_id\": \"b\", \"text\": \"boil an egg\"}\n",
-    )
-    .unwrap();
-    std::fs::write(
-        dir.join("queries.jsonl"),
-        "{\"_id\": \"q\", \"text\": \"capital of france\"}\n",
-    )
-    .unwrap();
-    std::fs::write(
-        dir.join("qrels/test.tsv"),
-        "query-id\tcorpus-id\tscore\nq\ta\t1\n",
-    )
-    .unwrap();
-    let checkpoint = fixture("bert");
-    let out = root.path().join("out");
+    std::fs::write(dir.join("corpus.jsonl"), corpus).unwrap();
+    std::fs::write(dir.join("queries.jsonl"), queries).unwrap();
+    let header = "query-id\tcorpus-id\tscore\n";
+    std::fs::write(dir.join("qrels/test.tsv"), format!("{header}{qrels}")).unwrap();
+}
+
+/// `lsr eval` of the BERT fixture on `beir/<name>` under `root`; its `metrics.json`.
+fn eval(root: &Path, name: &str) -> serde_json::Value {
+    let out = root.join("out");
     let status = lsr()
-        .args([
-            "eval",
-            "--checkpoint",
-            &checkpoint,
-            "--dataset",
-            "beir/mini",
-        ])
-        .args([
-            "--data-root",
-            root.path().to_str().unwrap(),
-            "--output",
-            out.to_str().unwrap(),
-        ])
+        .args(["eval", "--checkpoint", &fixture("bert")])
+        .args(["--dataset", &format!("beir/{name}")])
+        .args(["--data-root", root.to_str().unwrap()])
+        .args(["--output", out.to_str().unwrap()])
         .output()
         .unwrap();
     assert!(
@@ -118,11 +102,87 @@ fn eval_writes_metrics_for_a_beir_data_set() {
         "{}",
         String::from_utf8_lossy(&status.stderr)
     );
-    let metrics: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("beir_mini/metrics.json")).unwrap())
-            .unwrap();
+    let metrics = out.join(format!("beir_{name}/metrics.json"));
+    serde_json::from_str(&std::fs::read_to_string(metrics).unwrap()).unwrap()
+}
+
+/// `lsr evaluate --json` of `run` against `qrels`, with `extra` arguments.
+fn evaluate(run: &Path, qrels: &Path, extra: &[&str]) -> serde_json::Value {
+    let out = lsr()
+        .args(["evaluate", "--run", run.to_str().unwrap()])
+        .args(["--qrels", qrels.to_str().unwrap(), "--json"])
+        .args(extra)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn eval_writes_metrics_for_a_beir_data_set() {
+    let root = tempfile::tempdir().unwrap();
+    beir_set(
+        root.path(),
+        "mini",
+        "{\"_id\": \"a\", \"title\": \"France\", \"text\": \"paris is the capital\"}\n\
+         {\"_id\": \"b\", \"text\": \"boil an egg\"}\n",
+        "{\"_id\": \"q\", \"text\": \"capital of france\"}\n",
+        "q\ta\t1\n",
+    );
+    let metrics = eval(root.path(), "mini");
     assert_eq!(metrics["dataset"], "beir/mini");
     assert_eq!(metrics["queries_evaluated"], 1);
+    assert_eq!(metrics["empty_queries"], 0);
     assert!(metrics["metrics"]["ndcg@10"].as_f64().unwrap() > 0.0);
     assert!(metrics["sparsity"]["flops"].as_f64().unwrap() > 0.0);
+    assert_eq!(metrics["flops_queries"]["queries"], 1);
+    // The default 256 tokens, capped at the fixture's 64 positions and recorded as used.
+    let settings = &metrics["settings"];
+    assert_eq!(
+        (
+            &settings["query_max_length"],
+            &settings["document_max_length"]
+        ),
+        (&serde_json::json!(64), &serde_json::json!(64))
+    );
+    assert_eq!(settings["complete"], true);
+}
+
+/// A judged query that retrieves nothing has no line in `run.trec`: `metrics.json` counts it 0,
+/// as `lsr evaluate -c` does on the file, and without `-c` the file's means are over the
+/// queries it has, as trec_eval's. Here the query's only hit is the document with its own id,
+/// which BEIR's convention drops.
+#[test]
+fn eval_and_evaluate_c_agree_on_a_query_without_results() {
+    let root = tempfile::tempdir().unwrap();
+    beir_set(
+        root.path(),
+        "self",
+        "{\"_id\": \"q2\", \"title\": \"France\", \"text\": \"paris is the capital\"}\n",
+        "{\"_id\": \"q1\", \"text\": \"capital of france\"}\n\
+         {\"_id\": \"q2\", \"text\": \"paris\"}\n",
+        "q1\tq2\t1\nq2\tq2\t1\n",
+    );
+    let metrics = eval(root.path(), "self");
+    assert_eq!(metrics["queries_evaluated"], 2);
+    assert_eq!(metrics["queries_without_results"], 1);
+    let run = root.path().join("out/beir_self/run.trec");
+    let qrels = root.path().join("beir/self/qrels/test.tsv");
+    let measures = ["--measures", "mrr@10,ndcg@10,recall@100,recall@1000"];
+    let complete = evaluate(&run, &qrels, &[&measures[..], &["-c"]].concat());
+    assert_eq!(complete["mean"], metrics["metrics"]);
+    assert_eq!(complete["queries_evaluated"], 2);
+    let present = evaluate(&run, &qrels, &measures);
+    assert_eq!(present["queries_evaluated"], 1);
+    for (name, value) in metrics["metrics"].as_object().unwrap() {
+        let over_present = present["mean"][name].as_f64().unwrap();
+        assert!(
+            (over_present - 2.0 * value.as_f64().unwrap()).abs() < 1e-12,
+            "{name}"
+        );
+    }
 }

@@ -2,7 +2,7 @@
 //!
 //! | name | files (under the root) | binary relevance |
 //! |---|---|---|
-//! | `msmarco-dev` | `msmarco/collection.tsv`, `msmarco/queries.dev.small.tsv`, `msmarco/qrels.dev.small.tsv` | grade ≥ 1 |
+//! | `msmarco-dev` | `msmarco/collection.tsv`, `msmarco/queries.dev.small.tsv`, `msmarco/qrels.dev.small.tsv` (and `msmarco/queries.dev.tsv` for FLOPs, if present) | grade ≥ 1 |
 //! | `trec-dl-2019` | `msmarco/collection.tsv`, `trec-dl-2019/msmarco-test2019-queries.tsv`, `trec-dl-2019/2019qrels-pass.txt` | grade ≥ 2 (nDCG graded) |
 //! | `beir/<name>` | `beir/<name>/corpus.jsonl`, `queries.jsonl`, `qrels/test.tsv` | grade ≥ 1 |
 //! | `nanobeir/<name>` | `nanobeir/Nano<Name>/{corpus,queries,qrels}/*.parquet` (the HF layout) | binary qrels |
@@ -10,6 +10,8 @@
 //! Each file may also be gzipped (`.gz` appended). BEIR documents are `title + " " + text`;
 //! BEIR queries are limited to those with judgements, and a hit whose document id equals the
 //! query id is dropped before evaluation, as BEIR's `EvaluateRetrieval` does by default.
+//! MS MARCO's FLOPs are measured over the full dev queries when `queries.dev.tsv` is there, as
+//! naver/splade's `conf/flops/msmarco.yaml` does, and over the evaluated queries otherwise.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -74,26 +76,60 @@ pub struct Dataset {
     pub ignore_identical_ids: bool,
     /// Keep only queries that have judgements (BEIR).
     pub judged_queries_only: bool,
+    /// The queries FLOPs are measured over when they are not the evaluated ones: MS MARCO's
+    /// full dev set (`queries.dev.tsv`) when it is in the data root.
+    pub flops_queries: Option<PathBuf>,
+}
+
+/// The HF name of a NanoBEIR set, given with or without its `Nano` prefix, in any case.
+fn nanobeir_name(requested: &str) -> Result<&'static str> {
+    NANOBEIR_13
+        .iter()
+        .find(|n| {
+            n.eq_ignore_ascii_case(requested) || n["Nano".len()..].eq_ignore_ascii_case(requested)
+        })
+        .copied()
+        .ok_or_else(|| {
+            DataError::Invalid(format!(
+                "unknown NanoBEIR set `{requested}`; expected one of {}",
+                NANOBEIR_13.join(", ")
+            ))
+        })
 }
 
 impl Dataset {
-    /// Resolves a data set name (or a group: `beir-13`) to its files under `root`.
-    pub fn resolve(name: &str, root: &Path) -> Result<Vec<Dataset>> {
-        if name == "beir-13" {
-            return BEIR_13
-                .iter()
-                .map(|d| Self::resolve_one(&format!("beir/{d}"), root))
-                .collect();
+    /// The data sets a name stands for, by their canonical names, without touching files: a
+    /// group (`beir-13`, `nanobeir-13`) its members, a NanoBEIR set its HF name
+    /// (`nanobeir/scifact` → `nanobeir/NanoSciFact`), any other known name itself.
+    pub fn members(name: &str) -> Result<Vec<String>> {
+        let prefixed =
+            |prefix: &str, sets: &[&str]| sets.iter().map(|d| format!("{prefix}/{d}")).collect();
+        match name {
+            "beir-13" => Ok(prefixed("beir", &BEIR_13)),
+            "nanobeir-13" => Ok(prefixed("nanobeir", &NANOBEIR_13)),
+            "msmarco-dev" | "trec-dl-2019" => Ok(vec![name.into()]),
+            other => match (other.strip_prefix("nanobeir/"), other.strip_prefix("beir/")) {
+                (Some(requested), _) => {
+                    nanobeir_name(requested).map(|set| vec![format!("nanobeir/{set}")])
+                }
+                (_, Some(set)) if !set.is_empty() => Ok(vec![other.into()]),
+                _ => Err(DataError::Invalid(format!(
+                    "unknown data set `{other}`; expected msmarco-dev, trec-dl-2019, \
+                     beir/<name>, beir-13, nanobeir/<name> or nanobeir-13"
+                ))),
+            },
         }
-        if name == "nanobeir-13" {
-            return NANOBEIR_13
-                .iter()
-                .map(|d| Self::resolve_one(&format!("nanobeir/{d}"), root))
-                .collect();
-        }
-        Ok(vec![Self::resolve_one(name, root)?])
     }
 
+    /// Resolves a data set name (or a group: `beir-13`) to its files under `root`.
+    pub fn resolve(name: &str, root: &Path) -> Result<Vec<Dataset>> {
+        Self::members(name)?
+            .iter()
+            .map(|member| Self::resolve_one(member, root))
+            .collect()
+    }
+
+    /// The files of one data set, by its canonical name ([`Self::members`]).
     fn resolve_one(name: &str, root: &Path) -> Result<Dataset> {
         let msmarco = root.join("msmarco");
         let dataset = match name {
@@ -106,6 +142,8 @@ impl Dataset {
                 relevance_level: 1,
                 ignore_identical_ids: false,
                 judged_queries_only: false,
+                // naver/splade's conf/flops/msmarco.yaml: p_q over all ~101k dev queries.
+                flops_queries: find(&msmarco, "queries.dev.tsv").ok(),
             },
             "trec-dl-2019" => {
                 let dl = root.join("trec-dl-2019");
@@ -119,57 +157,39 @@ impl Dataset {
                     ignore_identical_ids: false,
                     // 200 test queries, 43 judged: only the judged ones are evaluated.
                     judged_queries_only: true,
+                    flops_queries: None,
                 }
             }
-            other if other.starts_with("nanobeir/") => {
-                let requested = &other["nanobeir/".len()..];
-                let canonical = NANOBEIR_13
-                    .iter()
-                    .find(|n| {
-                        n.eq_ignore_ascii_case(requested)
-                            || n["Nano".len()..].eq_ignore_ascii_case(requested)
-                    })
-                    .ok_or_else(|| DataError::File {
-                        path: root.join("nanobeir"),
-                        message: format!(
-                            "unknown NanoBEIR set `{requested}`; expected one of {}",
-                            NANOBEIR_13.join(", ")
-                        ),
-                    })?;
-                let dir = root.join("nanobeir").join(canonical);
-                Dataset {
-                    name: format!("nanobeir/{canonical}"),
-                    corpus: find_parquet(&dir.join("corpus"))?,
-                    corpus_format: CorpusFormat::Parquet,
-                    queries: find_parquet(&dir.join("queries"))?,
-                    qrels: find_parquet(&dir.join("qrels"))?,
-                    relevance_level: 1,
-                    ignore_identical_ids: false,
-                    judged_queries_only: true,
+            other => match other.strip_prefix("nanobeir/") {
+                Some(set) => {
+                    let dir = root.join("nanobeir").join(set);
+                    Dataset {
+                        name: name.into(),
+                        corpus: find_parquet(&dir.join("corpus"))?,
+                        corpus_format: CorpusFormat::Parquet,
+                        queries: find_parquet(&dir.join("queries"))?,
+                        qrels: find_parquet(&dir.join("qrels"))?,
+                        relevance_level: 1,
+                        ignore_identical_ids: false,
+                        judged_queries_only: true,
+                        flops_queries: None,
+                    }
                 }
-            }
-            other => {
-                let Some(beir) = other.strip_prefix("beir/") else {
-                    return Err(DataError::File {
-                        path: root.to_path_buf(),
-                        message: format!(
-                            "unknown data set `{other}`; expected msmarco-dev, trec-dl-2019, \
-                             beir/<name>, beir-13, nanobeir/<name> or nanobeir-13"
-                        ),
-                    });
-                };
-                let dir = root.join("beir").join(beir);
-                Dataset {
-                    name: name.into(),
-                    corpus: find(&dir, "corpus.jsonl")?,
-                    corpus_format: CorpusFormat::Jsonl,
-                    queries: find(&dir, "queries.jsonl")?,
-                    qrels: find(&dir.join("qrels"), "test.tsv")?,
-                    relevance_level: 1,
-                    ignore_identical_ids: true,
-                    judged_queries_only: true,
+                None => {
+                    let dir = root.join(other);
+                    Dataset {
+                        name: name.into(),
+                        corpus: find(&dir, "corpus.jsonl")?,
+                        corpus_format: CorpusFormat::Jsonl,
+                        queries: find(&dir, "queries.jsonl")?,
+                        qrels: find(&dir.join("qrels"), "test.tsv")?,
+                        relevance_level: 1,
+                        ignore_identical_ids: true,
+                        judged_queries_only: true,
+                        flops_queries: None,
+                    }
                 }
-            }
+            },
         };
         Ok(dataset)
     }
@@ -193,29 +213,13 @@ impl Dataset {
 
     /// The queries to evaluate, in file order, with the judgements.
     pub fn queries_and_qrels(&self) -> Result<(Vec<(String, String)>, Qrels)> {
-        let name = self.queries.to_string_lossy();
-        let (qrels, format) = if name.ends_with(".parquet") {
-            (parquet_qrels(&self.qrels)?, CorpusFormat::Parquet)
-        } else if name.contains(".jsonl") {
-            (Qrels::read(&self.qrels)?, CorpusFormat::Jsonl)
+        let qrels = if query_format(&self.queries) == CorpusFormat::Parquet {
+            parquet_qrels(&self.qrels)?
         } else {
-            (Qrels::read(&self.qrels)?, CorpusFormat::Tsv)
+            Qrels::read(&self.qrels)?
         };
-        let mut queries = Vec::new();
-        let mut seen = HashSet::new();
-        read_records(&self.queries, &format, |line, id, text| {
-            if !seen.insert(id.to_string()) {
-                return Err(DataError::line(
-                    &self.queries,
-                    line,
-                    format!("duplicate query id `{id}`"),
-                ));
-            }
-            if !self.judged_queries_only || qrels.queries.contains_key(id) {
-                queries.push((id.to_string(), text.to_string()));
-            }
-            Ok(())
-        })?;
+        let keep = |id: &str| !self.judged_queries_only || qrels.queries.contains_key(id);
+        let (queries, seen) = read_queries(&self.queries, keep)?;
         if let Some(unknown) = qrels.queries.keys().find(|q| !seen.contains(*q)) {
             return Err(DataError::File {
                 path: self.qrels.clone(),
@@ -228,6 +232,15 @@ impl Dataset {
         Ok((queries, qrels))
     }
 
+    /// The file and queries of [`Self::flops_queries`], in file order, if the data set has them.
+    pub fn read_flops_queries(&self) -> Result<Option<(&Path, Vec<(String, String)>)>> {
+        let Some(path) = &self.flops_queries else {
+            return Ok(None);
+        };
+        let (queries, _) = read_queries(path, |_| true)?;
+        Ok(Some((path, queries)))
+    }
+
     /// Applies the data set's conventions to a run before evaluation.
     pub fn prepare_run(&self, mut run: Run) -> Run {
         if self.ignore_identical_ids {
@@ -237,6 +250,39 @@ impl Dataset {
         }
         run
     }
+}
+
+/// The layout of a queries file, by its name: NanoBEIR parquet, BEIR JSONL, or TSV.
+fn query_format(path: &Path) -> CorpusFormat {
+    let name = path.to_string_lossy();
+    if name.ends_with(".parquet") {
+        CorpusFormat::Parquet
+    } else if name.contains(".jsonl") {
+        CorpusFormat::Jsonl
+    } else {
+        CorpusFormat::Tsv
+    }
+}
+
+/// The queries of `path` that `keep` accepts, in file order, and every id the file has; an id
+/// given twice is an error at its line.
+fn read_queries(
+    path: &Path,
+    keep: impl Fn(&str) -> bool,
+) -> Result<(Vec<(String, String)>, HashSet<String>)> {
+    let mut queries = Vec::new();
+    let mut seen = HashSet::new();
+    read_records(path, &query_format(path), |line, id, text| {
+        if !seen.insert(id.to_string()) {
+            let message = format!("duplicate query id `{id}`");
+            return Err(DataError::line(path, line, message));
+        }
+        if keep(id) {
+            queries.push((id.to_string(), text.to_string()));
+        }
+        Ok(())
+    })?;
+    Ok((queries, seen))
 }
 
 /// `dir/file`, or `dir/file.gz`; otherwise an error naming both and how to get them.
@@ -270,7 +316,8 @@ fn find_parquet(dir: &Path) -> Result<PathBuf> {
     files.sort();
     files.into_iter().next().ok_or_else(|| DataError::File {
         path: dir.to_path_buf(),
-        message: "no .parquet file; fetch the set with `lsr data fetch nanobeir/<name>` or copy                   the HF dataset's files there"
+        message: "no .parquet file; fetch the set with `lsr data fetch nanobeir/<name>` or copy \
+                  the HF dataset's files there"
             .into(),
     })
 }
@@ -497,6 +544,22 @@ mod tests {
             .unwrap()
             .remove(0);
         assert_eq!((dev.relevance_level, dev.ignore_identical_ids), (1, false));
+        assert!(dev.read_flops_queries().unwrap().is_none());
+        write(
+            &root.path().join("msmarco/queries.dev.tsv"),
+            "10\tquery\n11\tunjudged dev query\n",
+        );
+        let full = Dataset::resolve("msmarco-dev", root.path())
+            .unwrap()
+            .remove(0);
+        let (file, flops_queries) = full.read_flops_queries().unwrap().unwrap();
+        assert!(
+            file.ends_with("msmarco/queries.dev.tsv"),
+            "{}",
+            file.display()
+        );
+        assert_eq!(flops_queries.len(), 2);
+        assert_eq!(full.queries_and_qrels().unwrap().0.len(), 1);
         let dl = Dataset::resolve("trec-dl-2019", root.path())
             .unwrap()
             .remove(0);
@@ -556,6 +619,28 @@ mod tests {
         assert!(
             missing.contains("NanoArguAna/corpus") && missing.contains("no .parquet"),
             "{missing}"
+        );
+    }
+
+    #[test]
+    fn names_expand_to_canonical_members_without_files() {
+        let members = |name: &str| Dataset::members(name).map_err(|e| e.to_string());
+        assert_eq!(
+            members("nanobeir/scifact").unwrap(),
+            ["nanobeir/NanoSciFact"]
+        );
+        assert_eq!(members("beir/arguana").unwrap(), ["beir/arguana"]);
+        let group = members("beir-13").unwrap();
+        assert_eq!((group.len(), group[0].as_str()), (13, "beir/arguana"));
+        let unknown = members("nanobeir/absent").unwrap_err();
+        assert!(
+            unknown.contains("unknown NanoBEIR set `absent`"),
+            "{unknown}"
+        );
+        assert!(
+            members("beir/")
+                .unwrap_err()
+                .contains("unknown data set `beir/`")
         );
     }
 

@@ -6,7 +6,7 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use crate::datasets::{BEIR_13, Dataset, NANOBEIR_13};
+use crate::datasets::Dataset;
 use crate::error::{DataError, Result};
 
 const MSMARCO: &str = "https://msmarco.z22.web.core.windows.net/msmarcoranking";
@@ -61,96 +61,66 @@ impl Download {
 
 /// The downloads a data set (or group) needs.
 pub fn plan(name: &str) -> Result<Vec<Download>> {
+    Ok(Dataset::members(name)?
+        .iter()
+        .flat_map(|member| plan_one(member))
+        .collect())
+}
+
+/// The downloads of one data set, by its canonical name ([`Dataset::members`]).
+fn plan_one(name: &str) -> Vec<Download> {
     let members = |pairs: &[(&str, &str)]| {
         pairs
             .iter()
             .map(|(m, d)| (m.to_string(), PathBuf::from(d)))
             .collect::<Vec<_>>()
     };
-    Ok(match name {
-        "msmarco-dev" => vec![Download::Url {
-            url: format!("{MSMARCO}/collectionandqueries.tar.gz"),
-            payload: Payload::TarGz(members(&[
-                ("collection.tsv", "msmarco/collection.tsv"),
-                ("queries.dev.small.tsv", "msmarco/queries.dev.small.tsv"),
-                ("qrels.dev.small.tsv", "msmarco/qrels.dev.small.tsv"),
-            ])),
-        }],
-        "trec-dl-2019" => {
-            let mut downloads = plan("msmarco-dev")?;
-            downloads.push(Download::Url {
+    let msmarco = || Download::Url {
+        url: format!("{MSMARCO}/collectionandqueries.tar.gz"),
+        payload: Payload::TarGz(members(&[
+            ("collection.tsv", "msmarco/collection.tsv"),
+            ("queries.dev.small.tsv", "msmarco/queries.dev.small.tsv"),
+            ("qrels.dev.small.tsv", "msmarco/qrels.dev.small.tsv"),
+            // The full dev set, for FLOPs as naver/splade measures them.
+            ("queries.dev.tsv", "msmarco/queries.dev.tsv"),
+        ])),
+    };
+    match name {
+        "msmarco-dev" => vec![msmarco()],
+        "trec-dl-2019" => vec![
+            msmarco(),
+            Download::Url {
                 url: format!("{MSMARCO}/msmarco-test2019-queries.tsv.gz"),
                 payload: Payload::File("trec-dl-2019/msmarco-test2019-queries.tsv.gz".into()),
-            });
-            downloads.push(Download::Url {
+            },
+            Download::Url {
                 url: "https://trec.nist.gov/data/deep/2019qrels-pass.txt".into(),
                 payload: Payload::File("trec-dl-2019/2019qrels-pass.txt".into()),
-            });
-            downloads
-        }
-        "beir-13" => BEIR_13
-            .iter()
-            .map(|d| plan(&format!("beir/{d}")))
-            .collect::<Result<Vec<_>>>()?
-            .concat(),
-        "nanobeir-13" => NANOBEIR_13
-            .iter()
-            .map(|d| plan(&format!("nanobeir/{d}")))
-            .collect::<Result<Vec<_>>>()?
-            .concat(),
-        other if other.starts_with("beir/") => {
-            let set = &other["beir/".len()..];
-            let dir = format!("beir/{set}");
-            vec![Download::Url {
-                url: format!("{BEIR}/{set}.zip"),
-                payload: Payload::Zip(vec![
-                    (
-                        format!("{set}/corpus.jsonl"),
-                        format!("{dir}/corpus.jsonl").into(),
-                    ),
-                    (
-                        format!("{set}/queries.jsonl"),
-                        format!("{dir}/queries.jsonl").into(),
-                    ),
-                    (
-                        format!("{set}/qrels/test.tsv"),
-                        format!("{dir}/qrels/test.tsv").into(),
-                    ),
-                ]),
-            }]
-        }
-        other if other.starts_with("nanobeir/") => {
-            let requested = &other["nanobeir/".len()..];
-            let set = NANOBEIR_13
-                .iter()
-                .find(|n| {
-                    n.eq_ignore_ascii_case(requested) || n[4..].eq_ignore_ascii_case(requested)
-                })
-                .ok_or_else(|| DataError::File {
-                    path: PathBuf::from("nanobeir"),
-                    message: format!("unknown NanoBEIR set `{requested}`"),
-                })?;
-            ["corpus", "queries", "qrels"]
+            },
+        ],
+        other => match other.strip_prefix("nanobeir/") {
+            Some(set) => ["corpus", "queries", "qrels"]
                 .iter()
                 .map(|split| {
                     let file = format!("{split}/train-00000-of-00001.parquet");
                     Download::HubDataset {
                         repo: format!("zeta-alpha-ai/{set}"),
-                        dest: format!("nanobeir/{set}/{file}").into(),
+                        dest: format!("{other}/{file}").into(),
                         file,
                     }
                 })
-                .collect()
-        }
-        other => {
-            return Err(DataError::File {
-                path: PathBuf::from(other),
-                message: "unknown data set; expected msmarco-dev, trec-dl-2019, beir/<name>, \
-                          beir-13, nanobeir/<name> or nanobeir-13"
-                    .into(),
-            });
-        }
-    })
+                .collect(),
+            None => {
+                let set = other.strip_prefix("beir/").unwrap_or(other);
+                let member = |file: &str| (format!("{set}/{file}"), format!("{other}/{file}"));
+                let files = ["corpus.jsonl", "queries.jsonl", "qrels/test.tsv"].map(member);
+                vec![Download::Url {
+                    url: format!("{BEIR}/{set}.zip"),
+                    payload: Payload::Zip(files.into_iter().map(|(m, d)| (m, d.into())).collect()),
+                }]
+            }
+        },
+    }
 }
 
 /// Number of evaluated queries each set is published with.
@@ -404,21 +374,25 @@ mod tests {
         );
 
         let tar_path = root.path().join("collectionandqueries.tar.gz");
-        let mut tar = tar::Builder::new(flate2::write::GzEncoder::new(
-            std::fs::File::create(&tar_path).unwrap(),
-            flate2::Compression::fast(),
-        ));
-        for (name, content) in [
+        let write_tar = |members: &[(&str, &str)]| {
+            let mut tar = tar::Builder::new(flate2::write::GzEncoder::new(
+                std::fs::File::create(&tar_path).unwrap(),
+                flate2::Compression::fast(),
+            ));
+            for (name, content) in members {
+                let mut header = tar::Header::new_gnu();
+                header.set_size(content.len() as u64);
+                header.set_cksum();
+                tar.append_data(&mut header, name, content.as_bytes())
+                    .unwrap();
+            }
+            tar.into_inner().unwrap().finish().unwrap();
+        };
+        let mut members = vec![
             ("collection.tsv", "0\tpassage\n"),
             ("queries.dev.small.tsv", "1\tq\n"),
-        ] {
-            let mut header = tar::Header::new_gnu();
-            header.set_size(content.len() as u64);
-            header.set_cksum();
-            tar.append_data(&mut header, name, content.as_bytes())
-                .unwrap();
-        }
-        tar.into_inner().unwrap().finish().unwrap();
+        ];
+        write_tar(&members);
         let Download::Url { payload, .. } = plan("msmarco-dev").unwrap().remove(0) else {
             panic!("MS MARCO comes from a URL")
         };
@@ -429,6 +403,19 @@ mod tests {
             error.contains("the archive has no `qrels.dev.small.tsv`"),
             "{error}"
         );
+        // The archive's full dev queries are kept too: FLOPs are measured over them.
+        members.extend([
+            ("qrels.dev.small.tsv", "1\t0\t0\t1\n"),
+            ("queries.dev.tsv", "1\tq\n2\tanother\n"),
+            ("queries.train.tsv", "3\tnot kept\n"),
+        ]);
+        write_tar(&members);
+        install(&tar_path, &payload, root.path()).unwrap();
+        let dev = Dataset::resolve("msmarco-dev", root.path())
+            .unwrap()
+            .remove(0);
+        assert_eq!(dev.read_flops_queries().unwrap().unwrap().1.len(), 2);
+        assert!(!root.path().join("msmarco/queries.train.tsv").exists());
         assert!(root.path().join("msmarco/collection.tsv").is_file());
     }
 }

@@ -2,10 +2,12 @@
 //! each query's documents re-sorted by score descending, ties by document id descending; the
 //! rank column of a run ignored; gains of nDCG the raw grades (linear); binary measures count
 //! a document relevant when its grade ≥ the relevance level (trec_eval `-l`, default 1).
-//! Only queries present in both the run and the qrels are evaluated and averaged, as
-//! pytrec_eval and trec_eval without `-c` do.
+//! Means are over the queries present in both the run and the qrels, as pytrec_eval and
+//! trec_eval without `-c` take them, or, with `complete` (trec_eval `-c`, and MS MARCO's official
+//! evaluation), over every judged query, those without results counting 0. A query with no
+//! retrieved document is treated as absent, as it is in a run file, which has no line for it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
 
@@ -88,53 +90,40 @@ impl Measure {
 pub struct Evaluation {
     /// measure name → mean over the evaluated queries.
     pub mean: BTreeMap<String, f64>,
-    /// query id → measure name → value.
+    /// query id → measure name → value; with `complete`, the judged queries without results
+    /// too, at 0, so that these values average to `mean`.
     pub per_query: BTreeMap<String, BTreeMap<String, f64>>,
+    /// The queries the means are over (trec_eval's `num_q`).
     pub queries_evaluated: usize,
-    /// Judged queries absent from the run (trec_eval `-c` would count them as 0).
+    /// Judged queries absent from the run.
     pub queries_without_results: usize,
+    /// Whether those count 0 in the means (trec_eval `-c`) or are left out.
+    pub complete: bool,
 }
 
+/// The measures of `run` against `qrels`; `complete` is trec_eval's `-c`.
 pub fn evaluate(
     run: &Run,
     qrels: &Qrels,
     measures: &[Measure],
     relevance_level: i32,
+    complete: bool,
 ) -> Evaluation {
-    let mut evaluation = Evaluation::default();
+    let mut evaluation = Evaluation {
+        complete,
+        ..Evaluation::default()
+    };
     for (query, judgements) in &qrels.queries {
-        let Some(docs) = run.queries.get(query) else {
+        let Some(docs) = run.queries.get(query).filter(|docs| !docs.is_empty()) else {
             evaluation.queries_without_results += 1;
+            if complete {
+                let zeros = measures.iter().map(|m| (m.name(), 0.0)).collect();
+                evaluation.per_query.insert(query.clone(), zeros);
+            }
             continue;
         };
-        let ranking = ranked(docs);
-        let grades: Vec<i32> = ranking
-            .iter()
-            .map(|(doc, _)| judgements.get(*doc).copied().unwrap_or(0))
-            .collect();
-        let num_relevant = judgements
-            .values()
-            .filter(|&&g| g >= relevance_level)
-            .count();
-        let mut ideal: Vec<i32> = judgements.values().copied().filter(|&g| g > 0).collect();
-        ideal.sort_unstable_by(|a, b| b.cmp(a));
-        let values = measures.iter().map(|m| {
-            let value = match *m {
-                Measure::RecipRank(cutoff) => recip_rank(&grades, cutoff, relevance_level),
-                Measure::Ndcg(cutoff) => ndcg(&grades, &ideal, cutoff),
-                Measure::Recall(k) => {
-                    ratio(count_relevant(&grades, k, relevance_level), num_relevant)
-                }
-                Measure::Precision(k) => {
-                    count_relevant(&grades, k, relevance_level) as f64 / k as f64
-                }
-                Measure::AveragePrecision => {
-                    average_precision(&grades, num_relevant, relevance_level)
-                }
-            };
-            (m.name(), value)
-        });
-        evaluation.per_query.insert(query.clone(), values.collect());
+        let values = query_values(docs, judgements, measures, relevance_level);
+        evaluation.per_query.insert(query.clone(), values);
     }
     evaluation.queries_evaluated = evaluation.per_query.len();
     for measure in measures {
@@ -148,6 +137,33 @@ pub fn evaluate(
         evaluation.mean.insert(name, mean);
     }
     evaluation
+}
+
+/// Every measure of one query's retrieved documents against its judgements.
+fn query_values(
+    docs: &[(String, f64)],
+    judgements: &HashMap<String, i32>,
+    measures: &[Measure],
+    relevance_level: i32,
+) -> BTreeMap<String, f64> {
+    let grades: Vec<i32> = ranked(docs)
+        .iter()
+        .map(|(doc, _)| judgements.get(*doc).copied().unwrap_or(0))
+        .collect();
+    let num_relevant = judgements
+        .values()
+        .filter(|&&g| g >= relevance_level)
+        .count();
+    let mut ideal: Vec<i32> = judgements.values().copied().filter(|&g| g > 0).collect();
+    ideal.sort_unstable_by(|a, b| b.cmp(a));
+    let value = |measure: Measure| match measure {
+        Measure::RecipRank(cutoff) => recip_rank(&grades, cutoff, relevance_level),
+        Measure::Ndcg(cutoff) => ndcg(&grades, &ideal, cutoff),
+        Measure::Recall(k) => ratio(count_relevant(&grades, k, relevance_level), num_relevant),
+        Measure::Precision(k) => count_relevant(&grades, k, relevance_level) as f64 / k as f64,
+        Measure::AveragePrecision => average_precision(&grades, num_relevant, relevance_level),
+    };
+    measures.iter().map(|&m| (m.name(), value(m))).collect()
 }
 
 fn ratio(part: usize, whole: usize) -> f64 {

@@ -10,18 +10,18 @@
 //! | `per_query.json` | every query's measures |
 
 use std::io::IsTerminal;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use indicatif::{ProgressBar, ProgressStyle};
-use lsr_backbone::Precision;
+use lsr_backbone::{Precision, TextTokenizer};
 use lsr_splade::SpladeEncoder;
 use serde::Serialize;
 
 use crate::error::Result;
 use crate::flops::{Sparsity, sparsity};
-use crate::index::{IndexBuilder, InvertedIndex};
-use crate::metrics::{Measure, evaluate};
+use crate::index::{IndexBuilder, InvertedIndex, Sparse};
+use crate::metrics::{Evaluation, Measure, evaluate};
 use crate::vectors::VectorWriter;
 use lsr_data::Dataset;
 use lsr_data::Qrels;
@@ -30,27 +30,76 @@ use lsr_files::write_json;
 /// Documents read ahead and sorted by length before batching, so that a batch pads little.
 const SORT_WINDOW: usize = 4096;
 
+/// Tokens per query and per document at evaluation unless set otherwise (`lsr eval`'s flags, a
+/// matrix's `[eval]`): naver/splade's `max_length` (`conf/train/config/splade.yaml`), which its
+/// retrieval and BEIR evaluation give queries and documents alike, whatever the training's
+/// query length.
+pub const DEFAULT_MAX_LENGTH: usize = 256;
+
+/// Query vectors by query id.
+type QueryVectors = Vec<(String, Vec<(u32, f32)>)>;
+
 #[derive(Clone, Debug, Serialize)]
 pub struct EvalSettings {
     pub batch_size: usize,
+    /// Tokens kept per query and per document; capped at the model's positions, and recorded
+    /// as used.
     pub query_max_length: usize,
-    pub doc_max_length: usize,
+    pub document_max_length: usize,
     pub top_k: usize,
     #[serde(serialize_with = "measure_names")]
     pub measures: Vec<Measure>,
+    /// Means over every judged query, those without results (an empty query vector retrieves
+    /// nothing) counting 0: trec_eval `-c`, and MS MARCO's official evaluation.
+    pub complete: bool,
+}
+
+impl EvalSettings {
+    /// These settings with both lengths at most `positions`, the model's longest input.
+    fn within(&self, positions: usize, dataset: &str) -> Self {
+        let mut capped = self.clone();
+        capped.query_max_length = self.query_max_length.min(positions);
+        capped.document_max_length = self.document_max_length.min(positions);
+        if capped.query_max_length != self.query_max_length
+            || capped.document_max_length != self.document_max_length
+        {
+            tracing::warn!(
+                "{dataset}: lengths capped at the model's {positions} positions: queries {}, \
+                 documents {}",
+                capped.query_max_length,
+                capped.document_max_length
+            );
+        }
+        capped
+    }
 }
 
 fn measure_names<S: serde::Serializer>(measures: &[Measure], s: S) -> Result<S::Ok, S::Error> {
     s.collect_seq(measures.iter().map(Measure::name))
 }
 
+/// A query file and how many of its queries were encoded.
+#[derive(Clone, Debug, Serialize)]
+pub struct QuerySet {
+    pub file: PathBuf,
+    pub queries: usize,
+}
+
 #[derive(Clone, Debug, Serialize)]
 pub struct DatasetReport {
     pub dataset: String,
     pub metrics: std::collections::BTreeMap<String, f64>,
+    /// FLOPs and L0 of the `flops_queries` against the corpus.
     pub sparsity: Sparsity,
+    /// The queries `sparsity` is over: the evaluated ones, or the larger set the data set
+    /// names (MS MARCO's full dev queries, as naver/splade measures FLOPs).
+    pub flops_queries: QuerySet,
+    /// The queries the means are over (all judged ones with `complete`).
     pub queries_evaluated: usize,
+    /// Judged queries with no line in `run.trec`: nothing retrieved (empty queries among them).
     pub queries_without_results: usize,
+    /// Evaluated queries whose vector has no non-zero term.
+    pub empty_queries: usize,
     /// Judged documents (of evaluated queries) that the corpus does not have: they can never
     /// be retrieved, which caps recall; counted and logged rather than fatal, as trec_eval
     /// also evaluates such qrels.
@@ -59,6 +108,7 @@ pub struct DatasetReport {
     pub encode_seconds: f64,
     /// The arithmetic the vectors were encoded in.
     pub precision: Precision,
+    /// As used: the lengths capped at the model's positions.
     pub settings: EvalSettings,
 }
 
@@ -68,22 +118,24 @@ pub fn evaluate_dataset(
     settings: &EvalSettings,
     out_dir: &Path,
 ) -> Result<DatasetReport> {
+    let settings = &settings.within(encoder.backbone.config.dims.max_positions, &dataset.name);
     let start = Instant::now();
     let index = index_corpus(encoder, dataset, settings, out_dir)?;
     let (queries, qrels) = dataset.queries_and_qrels()?;
     let queries = encode_queries(encoder, queries, settings, out_dir)?;
+    let flops_queries = encode_flops_queries(encoder, dataset, settings)?;
     let encode_seconds = start.elapsed().as_secs_f64();
-    let judged_documents_missing_from_corpus = judged_missing(dataset, &index, &queries, &qrels);
-    let run = dataset.prepare_run(index.retrieve(&queries, settings.top_k));
-    run.write(&out_dir.join("run.trec"), "lsr")?;
-    let evaluation = evaluate(&run, &qrels, &settings.measures, dataset.relevance_level);
+    let evaluation = retrieve_and_evaluate(dataset, &index, &queries, &qrels, settings, out_dir)?;
+    let (flops_queries, sparsity) = flops_sparsity(&index, dataset, &queries, flops_queries);
     let report = DatasetReport {
         dataset: dataset.name.clone(),
         metrics: evaluation.mean.clone(),
-        sparsity: sparsity(&index, queries.iter().map(|(_, v)| v.as_slice())),
+        sparsity,
+        flops_queries,
         queries_evaluated: evaluation.queries_evaluated,
         queries_without_results: evaluation.queries_without_results,
-        judged_documents_missing_from_corpus,
+        empty_queries: empty_queries(&dataset.name, &queries),
+        judged_documents_missing_from_corpus: judged_missing(dataset, &index, &queries, &qrels),
         relevance_level: dataset.relevance_level,
         encode_seconds,
         precision: encoder.backbone.model.precision,
@@ -94,8 +146,60 @@ pub fn evaluate_dataset(
     Ok(report)
 }
 
-/// Encodes the corpus, streamed in windows sorted by length (fewer pads per batch), into the
-/// inverted index and `corpus.vectors`.
+/// FLOPs and L0 against `index`, over the data set's own FLOPs queries (`flops`: their file
+/// and vectors) if it has them, over the evaluated queries otherwise; with the set they are
+/// over.
+fn flops_sparsity(
+    index: &InvertedIndex,
+    dataset: &Dataset,
+    queries: &QueryVectors,
+    flops: Option<(PathBuf, Vec<Vec<(u32, f32)>>)>,
+) -> (QuerySet, Sparsity) {
+    match flops {
+        Some((file, vectors)) => {
+            let queries = vectors.len();
+            let sparsity = sparsity(index, vectors.iter().map(Vec::as_slice));
+            (QuerySet { file, queries }, sparsity)
+        }
+        None => {
+            let file = dataset.queries.clone();
+            let sparsity = sparsity(index, queries.iter().map(|(_, v)| v.as_slice()));
+            (
+                QuerySet {
+                    file,
+                    queries: queries.len(),
+                },
+                sparsity,
+            )
+        }
+    }
+}
+
+/// Retrieves the top k of every query, writes `run.trec` and evaluates it as it was written:
+/// a query that retrieved nothing has no line there, and `settings.complete` decides whether
+/// it counts 0 or is left out, for these means and for any evaluation of the file alike.
+fn retrieve_and_evaluate(
+    dataset: &Dataset,
+    index: &InvertedIndex,
+    queries: &QueryVectors,
+    qrels: &Qrels,
+    settings: &EvalSettings,
+    out_dir: &Path,
+) -> Result<Evaluation> {
+    let run = dataset.prepare_run(index.retrieve(queries, settings.top_k));
+    run.write(&out_dir.join("run.trec"), "lsr")?;
+    let level = dataset.relevance_level;
+    Ok(evaluate(
+        &run,
+        qrels,
+        &settings.measures,
+        level,
+        settings.complete,
+    ))
+}
+
+/// Encodes the corpus, streamed in windows sorted by length, into the inverted index and
+/// `corpus.vectors`.
 fn index_corpus(
     encoder: &SpladeEncoder,
     dataset: &Dataset,
@@ -105,22 +209,24 @@ fn index_corpus(
     let tokenizer = encoder
         .backbone
         .tokenizer
-        .with_max_length(settings.doc_max_length)?;
+        .with_max_length(settings.document_max_length)?;
     let progress = progress_bar(&format!("{} corpus", dataset.name));
     let mut builder = IndexBuilder::new(encoder.backbone.config.dims.vocab_size);
     let mut writer = VectorWriter::create(&out_dir.join("corpus.vectors"))?;
     let mut window: Vec<(String, String)> = Vec::with_capacity(SORT_WINDOW);
     let mut flush = |window: &mut Vec<(String, String)>| -> Result<()> {
-        window.sort_by_key(|(_, text)| text.len());
-        for batch in window.chunks(settings.batch_size.max(1)) {
-            let texts: Vec<&str> = batch.iter().map(|(_, t)| t.as_str()).collect();
-            let vectors = encoder.encode_with(&tokenizer, &texts, texts.len())?;
-            for ((id, _), vector) in batch.iter().zip(vectors) {
-                builder.add(id, &vector.terms)?;
-                writer.write(id, &vector.terms)?;
-            }
-            progress.inc(batch.len() as u64);
-        }
+        encode_by_length(
+            encoder,
+            &tokenizer,
+            window,
+            settings.batch_size,
+            |id, terms| {
+                builder.add(id, terms)?;
+                writer.write(id, terms)?;
+                progress.inc(1);
+                Ok(())
+            },
+        )?;
         window.clear();
         Ok(())
     };
@@ -137,13 +243,33 @@ fn index_corpus(
     Ok(builder.build())
 }
 
+/// Encodes `records` (id, text) sorted by length, so that a batch pads little, and hands
+/// each vector to `each` with its id.
+fn encode_by_length(
+    encoder: &SpladeEncoder,
+    tokenizer: &TextTokenizer,
+    records: &mut [(String, String)],
+    batch_size: usize,
+    mut each: impl FnMut(&str, &Sparse) -> Result<()>,
+) -> Result<()> {
+    records.sort_by_key(|(_, text)| text.len());
+    for batch in records.chunks(batch_size.max(1)) {
+        let texts: Vec<&str> = batch.iter().map(|(_, t)| t.as_str()).collect();
+        let vectors = encoder.encode_with(tokenizer, &texts, texts.len())?;
+        for ((id, _), vector) in batch.iter().zip(vectors) {
+            each(id, &vector.terms)?;
+        }
+    }
+    Ok(())
+}
+
 /// The queries' sparse vectors, by query id, also written to `queries.vectors`.
 fn encode_queries(
     encoder: &SpladeEncoder,
     queries: Vec<(String, String)>,
     settings: &EvalSettings,
     out_dir: &Path,
-) -> Result<Vec<(String, Vec<(u32, f32)>)>> {
+) -> Result<QueryVectors> {
     let tokenizer = encoder
         .backbone
         .tokenizer
@@ -151,7 +277,7 @@ fn encode_queries(
     let texts: Vec<&str> = queries.iter().map(|(_, t)| t.as_str()).collect();
     let vectors = encoder.encode_with(&tokenizer, &texts, settings.batch_size)?;
     let mut writer = VectorWriter::create(&out_dir.join("queries.vectors"))?;
-    let queries: Vec<(String, Vec<(u32, f32)>)> = queries
+    let queries: QueryVectors = queries
         .into_iter()
         .zip(vectors)
         .map(|((id, _), v)| (id, v.terms))
@@ -163,12 +289,60 @@ fn encode_queries(
     Ok(queries)
 }
 
+/// The vectors of the data set's own FLOPs queries, with their file, if it names any.
+fn encode_flops_queries(
+    encoder: &SpladeEncoder,
+    dataset: &Dataset,
+    settings: &EvalSettings,
+) -> Result<Option<(PathBuf, Vec<Vec<(u32, f32)>>)>> {
+    let Some((file, mut records)) = dataset.read_flops_queries()? else {
+        return Ok(None);
+    };
+    tracing::info!(
+        "{}: FLOPs over the {} queries of {}",
+        dataset.name,
+        records.len(),
+        file.display()
+    );
+    let tokenizer = encoder
+        .backbone
+        .tokenizer
+        .with_max_length(settings.query_max_length)?;
+    let mut vectors = Vec::with_capacity(records.len());
+    encode_by_length(
+        encoder,
+        &tokenizer,
+        &mut records,
+        settings.batch_size,
+        |_, terms| {
+            vectors.push(terms.to_vec());
+            Ok(())
+        },
+    )?;
+    Ok(Some((file.to_path_buf(), vectors)))
+}
+
+/// Queries whose vector has no non-zero term, counted and warned about: they retrieve nothing.
+fn empty_queries(dataset: &str, queries: &QueryVectors) -> usize {
+    let empty = queries
+        .iter()
+        .filter(|(_, terms)| !terms.iter().any(|&(_, w)| w > 0.0))
+        .count();
+    if empty > 0 {
+        tracing::warn!(
+            "{dataset}: {empty} of {} query vectors are empty",
+            queries.len()
+        );
+    }
+    empty
+}
+
 /// Judged documents of the evaluated queries that the corpus lacks (a sign of a mismatched
 /// corpus and qrels), counted and warned about.
 fn judged_missing(
     dataset: &Dataset,
     index: &InvertedIndex,
-    queries: &[(String, Vec<(u32, f32)>)],
+    queries: &QueryVectors,
     qrels: &Qrels,
 ) -> usize {
     let missing = queries
@@ -197,4 +371,70 @@ fn progress_bar(label: &str) -> ProgressBar {
             .expect("valid template"),
     );
     bar
+}
+
+#[cfg(test)]
+mod tests {
+    use lsr_data::Run;
+    use lsr_data::datasets::CorpusFormat;
+
+    use super::*;
+
+    /// An empty query retrieves nothing, so `run.trec` has no line for it; the means of the
+    /// pipeline and of the written file agree, with it at 0 (`complete`) or left out.
+    #[test]
+    fn an_empty_query_is_measured_alike_in_memory_and_from_the_written_run() {
+        let mut builder = IndexBuilder::new(4);
+        builder.add("d1", &[(0, 1.0)]).unwrap();
+        builder.add("d2", &[(1, 1.0)]).unwrap();
+        let index = builder.build();
+        let queries: QueryVectors = vec![
+            ("q1".into(), vec![(0, 1.0)]),
+            ("q2".into(), vec![(1, 0.5)]),
+            ("q3".into(), vec![]),
+        ];
+        assert_eq!(empty_queries("tiny", &queries), 1);
+        let mut qrels = Qrels::default();
+        for (query, doc) in [("q1", "d1"), ("q2", "d1"), ("q3", "d2")] {
+            let judged = qrels.queries.entry(query.into()).or_default();
+            judged.insert(doc.into(), 1);
+        }
+        let dataset = Dataset {
+            name: "tiny".into(),
+            corpus: "corpus.tsv".into(),
+            corpus_format: CorpusFormat::Tsv,
+            queries: "queries.tsv".into(),
+            qrels: "qrels.tsv".into(),
+            relevance_level: 1,
+            ignore_identical_ids: false,
+            judged_queries_only: true,
+            flops_queries: None,
+        };
+        let out = tempfile::tempdir().unwrap();
+        let measures = vec![Measure::RecipRank(Some(10))];
+        // q1 finds d1 first, q2 finds only d2, q3 finds nothing.
+        for (complete, mrr, averaged) in [(true, 1.0 / 3.0, 3), (false, 1.0 / 2.0, 2)] {
+            let settings = EvalSettings {
+                batch_size: 1,
+                query_max_length: 8,
+                document_max_length: 8,
+                top_k: 10,
+                measures: measures.clone(),
+                complete,
+            };
+            let evaluation =
+                retrieve_and_evaluate(&dataset, &index, &queries, &qrels, &settings, out.path())
+                    .unwrap();
+            let written = Run::read(&out.path().join("run.trec")).unwrap();
+            assert!(!written.queries.contains_key("q3"));
+            let from_file = evaluate(&written, &qrels, &measures, 1, complete);
+            assert_eq!(evaluation.mean, from_file.mean);
+            assert_eq!(evaluation.mean["mrr@10"], mrr);
+            assert_eq!(
+                (evaluation.queries_evaluated, from_file.queries_evaluated),
+                (averaged, averaged)
+            );
+            assert_eq!(evaluation.queries_without_results, 1);
+        }
+    }
 }

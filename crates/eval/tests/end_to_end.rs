@@ -1,5 +1,6 @@
 //! A fixture model encodes a tiny BEIR-format corpus, the index retrieves, and the measures
-//! equal those of a brute-force dense dot product over the same vectors.
+//! equal those of a brute-force dense dot product over the same vectors; MS MARCO's FLOPs are
+//! over its full dev queries when they are there.
 
 use std::path::Path;
 
@@ -9,7 +10,7 @@ use lsr_backbone::{Backbone, RescaleMode};
 use lsr_data::Dataset;
 use lsr_eval::pipeline::{EvalSettings, evaluate_dataset};
 use lsr_eval::vectors::read_vectors;
-use lsr_eval::{Measure, Qrels, Run, evaluate};
+use lsr_eval::{IndexBuilder, Measure, Qrels, Run, evaluate, sparsity};
 use lsr_splade::SpladeEncoder;
 
 const DOCS: [&str; 8] = [
@@ -83,9 +84,10 @@ fn index_retrieval_matches_brute_force_dot_products() {
     let settings = EvalSettings {
         batch_size: 3,
         query_max_length: 16,
-        doc_max_length: 32,
+        document_max_length: 32,
         top_k: 1000,
         measures: measures.clone(),
+        complete: true,
     };
     let out = root.path().join("out");
     let report = evaluate_dataset(&encoder, &dataset, &settings, &out).unwrap();
@@ -128,7 +130,7 @@ fn index_retrieval_matches_brute_force_dot_products() {
         run.queries.insert(qid.clone(), hits);
     }
     let qrels = Qrels::read(&dataset.qrels).unwrap();
-    let brute = evaluate(&run, &qrels, &measures, 1);
+    let brute = evaluate(&run, &qrels, &measures, 1, true);
     for (name, value) in &brute.mean {
         let got = report.metrics[name];
         assert!(
@@ -143,4 +145,98 @@ fn index_retrieval_matches_brute_force_dot_products() {
         written.queries["d6"].iter().all(|(doc, _)| doc != "d6"),
         "identical id kept"
     );
+}
+
+#[test]
+fn msmarco_flops_are_over_the_full_dev_queries_when_the_data_root_has_them() {
+    let root = tempfile::tempdir().unwrap();
+    let msmarco = root.path().join("msmarco");
+    std::fs::create_dir_all(&msmarco).unwrap();
+    let collection: String = DOCS
+        .iter()
+        .enumerate()
+        .map(|(i, t)| format!("{i}\t{t}\n"))
+        .collect();
+    std::fs::write(msmarco.join("collection.tsv"), collection).unwrap();
+    let small = "1\tcapital of france\n2\tboil an egg\n";
+    std::fs::write(msmarco.join("queries.dev.small.tsv"), small).unwrap();
+    std::fs::write(
+        msmarco.join("qrels.dev.small.tsv"),
+        "1\t0\t0\t1\n2\t0\t2\t1\n",
+    )
+    .unwrap();
+    let backbone = Backbone::load(
+        fixtures_dir().join("modernbert").to_str().unwrap(),
+        &Device::flex(),
+        64,
+    )
+    .unwrap();
+    let encoder = SpladeEncoder::new(backbone, 4.0, RescaleMode::Shared).unwrap();
+    let settings = EvalSettings {
+        batch_size: 2,
+        query_max_length: 16,
+        document_max_length: 32,
+        top_k: 10,
+        measures: vec![Measure::RecipRank(Some(10))],
+        complete: true,
+    };
+    let evaluate_in = |dir: &str| {
+        let dataset = Dataset::resolve("msmarco-dev", root.path())
+            .unwrap()
+            .remove(0);
+        evaluate_dataset(&encoder, &dataset, &settings, &root.path().join(dir)).unwrap()
+    };
+    let dev_small = evaluate_in("small");
+    assert!(
+        dev_small
+            .flops_queries
+            .file
+            .ends_with("queries.dev.small.tsv")
+    );
+    assert_eq!(
+        (
+            dev_small.flops_queries.queries,
+            dev_small.sparsity.num_queries
+        ),
+        (2, 2)
+    );
+
+    let full =
+        format!("{small}3\tsparse retrieval model\n4\thead norm collapse\n5\tthe lazy dog\n");
+    std::fs::write(msmarco.join("queries.dev.tsv"), &full).unwrap();
+    let report = evaluate_in("full");
+    assert!(report.flops_queries.file.ends_with("queries.dev.tsv"));
+    assert_eq!(
+        (report.flops_queries.queries, report.sparsity.num_queries),
+        (5, 5)
+    );
+    assert_eq!(
+        report.metrics, dev_small.metrics,
+        "the evaluated queries are dev-small's"
+    );
+
+    // The FLOPs of the five queries, each encoded alone, against the written corpus vectors.
+    let mut builder = IndexBuilder::new(encoder.backbone.config.dims.vocab_size);
+    for (id, terms) in vectors(&root.path().join("full/corpus.vectors")) {
+        builder.add(&id, &terms).unwrap();
+    }
+    let index = builder.build();
+    let tokenizer = encoder.backbone.tokenizer.with_max_length(16).unwrap();
+    let texts: Vec<&str> = full
+        .lines()
+        .map(|l| l.split_once('\t').unwrap().1)
+        .collect();
+    let alone = encoder.encode_with(&tokenizer, &texts, 1).unwrap();
+    let expected = sparsity(&index, alone.iter().map(|v| v.terms.as_slice()));
+    assert!(
+        (report.sparsity.flops - expected.flops).abs() < 1e-9,
+        "{} vs {}",
+        report.sparsity.flops,
+        expected.flops
+    );
+    let written: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(root.path().join("full/metrics.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(written["flops_queries"]["queries"], 5);
 }

@@ -6,7 +6,7 @@ use std::path::Path;
 use lsr_backbone::{Backbone, RescaleMode, parse_device};
 use lsr_data::Dataset;
 use lsr_eval::Measure;
-use lsr_eval::pipeline::{DatasetReport, EvalSettings, evaluate_dataset};
+use lsr_eval::pipeline::{DatasetReport, evaluate_dataset};
 use lsr_splade::SpladeEncoder;
 use lsr_train::Outcome;
 use serde::Serialize;
@@ -134,16 +134,8 @@ fn evaluate<'a>(
     out: &Path,
 ) -> Result<CellMetrics<'a>> {
     let measures = Measure::parse_all(&spec.measures)?;
-    let settings = EvalSettings {
-        batch_size: spec.batch_size,
-        query_max_length: spec.query_max_length,
-        doc_max_length: spec.document_max_length,
-        top_k: spec.top_k,
-        measures,
-    };
-    let max_length = spec.query_max_length.max(spec.document_max_length);
     let model_name = model.to_str().unwrap_or_default();
-    let mut backbone = Backbone::load(model_name, device, max_length)?;
+    let mut backbone = Backbone::load(model_name, device, spec.longest())?;
     backbone.model = backbone.model.with_precision(spec.precision);
     let encoder = SpladeEncoder::new(backbone, 1.0, RescaleMode::Shared)?;
     let mut metrics = CellMetrics {
@@ -159,6 +151,7 @@ fn evaluate<'a>(
         }
         for dataset in members {
             let dir = out.join(dataset.name.replace('/', "_"));
+            let settings = spec.settings(&dataset.name, &measures);
             let report = evaluate_dataset(&encoder, &dataset, &settings, &dir)?;
             metrics.datasets.insert(dataset.name.clone(), report);
         }

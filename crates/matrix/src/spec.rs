@@ -1,8 +1,12 @@
 //! The matrix file: what it may contain, and its validation into cells.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use lsr_backbone::Precision;
+use lsr_data::Dataset;
+use lsr_eval::Measure;
+use lsr_eval::pipeline::{DEFAULT_MAX_LENGTH, EvalSettings};
 use lsr_train::{DataConfig, ModelSpec, Recipe, TrainConfig, ValidationConfig};
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
@@ -61,20 +65,89 @@ pub struct EvalSpec {
     #[serde(default = "default_measures")]
     pub measures: Vec<String>,
     pub batch_size: usize,
+    /// Tokens per query and per document of every data set without its own `lengths`;
+    /// naver/splade's 256 unless set, whatever the training used.
+    #[serde(default = "default_max_length")]
     pub query_max_length: usize,
+    #[serde(default = "default_max_length")]
     pub document_max_length: usize,
+    /// A data set's (or group's) own lengths: `[eval.lengths."beir/arguana"]`.
+    #[serde(default)]
+    pub lengths: BTreeMap<String, Lengths>,
     pub top_k: usize,
     /// The data set (or group) whose mean nDCG@10 and FLOPs the trade-off plot shows.
     pub tradeoff: String,
     /// The arithmetic of encoding (`f32` or `bf16-mixed`), whatever the training used.
     #[serde(default)]
     pub precision: Precision,
+    /// Means over every judged query, those that retrieve nothing counting 0 (trec_eval `-c`,
+    /// MS MARCO's official evaluation); `false`: over the queries with results.
+    #[serde(default = "complete_by_default")]
+    pub complete: bool,
+}
+
+/// Lengths of one data set (or group) over the `[eval]` ones; either may be left out.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Lengths {
+    pub query_max_length: Option<usize>,
+    pub document_max_length: Option<usize>,
 }
 
 fn default_measures() -> Vec<String> {
     ["mrr@10", "ndcg@10", "recall@100", "recall@1000"]
         .map(String::from)
         .to_vec()
+}
+
+fn default_max_length() -> usize {
+    DEFAULT_MAX_LENGTH
+}
+
+fn complete_by_default() -> bool {
+    true
+}
+
+impl EvalSpec {
+    /// The settings `dataset` (a canonical name, as [`Dataset::members`] gives it) is
+    /// evaluated with: the shared ones, with its own lengths where `lengths` has them.
+    pub fn settings(&self, dataset: &str, measures: &[Measure]) -> EvalSettings {
+        let own = self.lengths_of(dataset);
+        EvalSettings {
+            batch_size: self.batch_size,
+            query_max_length: own
+                .and_then(|l| l.query_max_length)
+                .unwrap_or(self.query_max_length),
+            document_max_length: own
+                .and_then(|l| l.document_max_length)
+                .unwrap_or(self.document_max_length),
+            top_k: self.top_k,
+            measures: measures.to_vec(),
+            complete: self.complete,
+        }
+    }
+
+    /// The longest query or document length any data set is given.
+    pub fn longest(&self) -> usize {
+        self.lengths
+            .values()
+            .flat_map(|l| [l.query_max_length, l.document_max_length])
+            .flatten()
+            .chain([self.query_max_length, self.document_max_length])
+            .max()
+            .unwrap_or(DEFAULT_MAX_LENGTH)
+    }
+
+    /// The `lengths` entry naming `dataset` or a group it belongs to (validation leaves at
+    /// most one).
+    fn lengths_of(&self, dataset: &str) -> Option<&Lengths> {
+        self.lengths
+            .iter()
+            .find(|(key, _)| {
+                Dataset::members(key).is_ok_and(|members| members.iter().any(|m| m == dataset))
+            })
+            .map(|(_, lengths)| lengths)
+    }
 }
 
 /// A validated matrix.
@@ -104,9 +177,7 @@ impl Matrix {
             let message = "no [[backbone]] tables: the matrix has no cells";
             return Err(source.fail(None, message.into()));
         }
-        if file.eval.datasets.is_empty() {
-            return Err(source.fail(None, "eval.datasets is empty".into()));
-        }
+        source.check_eval(&file.eval)?;
         let shared_grid = source.grid(&file.k)?;
         let mut cells = Vec::new();
         let mut names: Vec<String> = Vec::new();
@@ -172,6 +243,54 @@ impl Source<'_> {
                 .count()
                 + 1,
         )
+    }
+
+    /// The evaluation section: known data set names, lengths of at least one token, and
+    /// `lengths` entries that name evaluated data sets, each data set at most once.
+    fn check_eval(&self, eval: &EvalSpec) -> Result<()> {
+        if eval.datasets.is_empty() {
+            return Err(self.fail(None, "eval.datasets is empty".into()));
+        }
+        let members = |field: &str, name: &str| {
+            Dataset::members(name).map_err(|e| self.fail(None, format!("{field}: {e}")))
+        };
+        let mut evaluated = Vec::new();
+        for name in &eval.datasets {
+            evaluated.extend(members("eval.datasets", name)?);
+        }
+        self.check_length("eval.query_max_length", Some(eval.query_max_length))?;
+        self.check_length("eval.document_max_length", Some(eval.document_max_length))?;
+        let mut covered: BTreeMap<String, &str> = BTreeMap::new();
+        for (key, lengths) in &eval.lengths {
+            let field = format!("eval.lengths.\"{key}\"");
+            for member in members(&field, key)? {
+                if !evaluated.contains(&member) {
+                    let message = format!("{field}: `{member}` is not among eval.datasets");
+                    return Err(self.fail(None, message));
+                }
+                if let Some(other) = covered.insert(member.clone(), key) {
+                    let message = format!(
+                        "{field}: `{member}` already has its lengths from eval.lengths.\"{other}\""
+                    );
+                    return Err(self.fail(None, message));
+                }
+            }
+            self.check_length(
+                &format!("{field}.query_max_length"),
+                lengths.query_max_length,
+            )?;
+            let document = lengths.document_max_length;
+            self.check_length(&format!("{field}.document_max_length"), document)?;
+        }
+        Ok(())
+    }
+
+    /// A length, when given, keeps at least one token (as the recipe's lengths).
+    fn check_length(&self, field: &str, value: Option<usize>) -> Result<()> {
+        match value {
+            Some(0) => Err(self.fail(None, format!("{field}: must be at least 1, got 0"))),
+            _ => Ok(()),
+        }
     }
 
     /// A k grid with every k checked, errors at the k's line.
@@ -376,6 +495,31 @@ lr = 1e-4
                 ":29: backbone `bert` appears twice",
             ),
             ("batch_size = 4", "batch_size = 0", "recipe.batch_size"),
+            (
+                "datasets = [\"beir/scifact\"]",
+                "datasets = [\"beir/scifact\", \"robust04\"]",
+                "eval.datasets: unknown data set `robust04`",
+            ),
+            (
+                "query_max_length = 32",
+                "query_max_length = 0",
+                "eval.query_max_length: must be at least 1, got 0",
+            ),
+            (
+                "tradeoff = \"beir/scifact\"",
+                "tradeoff = \"beir/scifact\"\n[eval.lengths.\"beir/fiqa\"]\nquery_max_length = 9",
+                "eval.lengths.\"beir/fiqa\": `beir/fiqa` is not among eval.datasets",
+            ),
+            (
+                "tradeoff = \"beir/scifact\"",
+                "tradeoff = \"beir/scifact\"\n[eval.lengths.\"beir/scifact\"]\nquery_length = 9",
+                ":15: unknown field `query_length`",
+            ),
+            (
+                "tradeoff = \"beir/scifact\"",
+                "tradeoff = \"beir/scifact\"\n[eval.lengths.\"beir/scifact\"]\nquery_max_length = 0",
+                "eval.lengths.\"beir/scifact\".query_max_length: must be at least 1, got 0",
+            ),
         ] {
             let message = load(&MATRIX.replace(from, to)).unwrap_err().to_string();
             assert!(message.contains(expected), "{to}: {message}");
@@ -383,5 +527,67 @@ lr = 1e-4
         let no_backbones = MATRIX.split("[[backbone]]").next().unwrap().to_string();
         let message = load(&no_backbones).unwrap_err().to_string();
         assert!(message.contains("backbone"), "{message}");
+    }
+
+    #[test]
+    fn evaluation_lengths_default_to_naver_splade_and_a_data_set_may_have_its_own() {
+        let text = MATRIX
+            .replace(
+                "datasets = [\"beir/scifact\"]",
+                "datasets = [\"beir/scifact\", \"nanobeir-13\"]",
+            )
+            .replace("query_max_length = 32\ndocument_max_length = 64\n", "")
+            .replace(
+                "tradeoff = \"beir/scifact\"\n",
+                "tradeoff = \"beir/scifact\"\n\n[eval.lengths.\"nanobeir/arguana\"]\n\
+                 query_max_length = 512\n\n[eval.lengths.\"beir/scifact\"]\n\
+                 document_max_length = 300\n",
+            );
+        let matrix = load(&text).unwrap();
+        let measures = [Measure::Ndcg(Some(10))];
+        let lengths = |dataset: &str| {
+            let settings = matrix.eval.settings(dataset, &measures);
+            (settings.query_max_length, settings.document_max_length)
+        };
+        assert_eq!(lengths("nanobeir/NanoArguAna"), (512, 256));
+        assert_eq!(lengths("beir/scifact"), (256, 300));
+        assert_eq!(lengths("nanobeir/NanoNQ"), (256, 256));
+        assert!(matrix.eval.settings("beir/scifact", &measures).complete);
+        assert_eq!(matrix.eval.longest(), 512);
+
+        let overlapping = MATRIX
+            .replace("datasets = [\"beir/scifact\"]", "datasets = [\"beir-13\"]")
+            .replace(
+                "tradeoff = \"beir/scifact\"\n",
+                "tradeoff = \"beir-13\"\n[eval.lengths.\"beir-13\"]\nquery_max_length = 128\n\
+                 [eval.lengths.\"beir/arguana\"]\nquery_max_length = 512\n",
+            );
+        let message = load(&overlapping).unwrap_err().to_string();
+        assert!(
+            message.contains(
+                "eval.lengths.\"beir/arguana\": `beir/arguana` already has its lengths from \
+                 eval.lengths.\"beir-13\""
+            ),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn the_committed_matrices_load_with_their_evaluation_lengths() {
+        let experiments = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../experiments");
+        let measures = [Measure::Ndcg(Some(10))];
+        let table1 = Matrix::load(&experiments.join("table1.toml")).unwrap();
+        let arguana = table1.eval.settings("beir/arguana", &measures);
+        assert_eq!(
+            (arguana.query_max_length, arguana.document_max_length),
+            (256, 256)
+        );
+        assert!(arguana.complete);
+        let mini = Matrix::load(&experiments.join("mini.toml")).unwrap();
+        let synth = mini.eval.settings("beir/synth-a", &measures);
+        assert_eq!(
+            (synth.query_max_length, synth.document_max_length),
+            (16, 32)
+        );
     }
 }

@@ -53,9 +53,10 @@ impl DatasetValidator {
             settings: EvalSettings {
                 batch_size: spec.batch_size,
                 query_max_length: spec.query_max_length,
-                doc_max_length: spec.document_max_length,
+                document_max_length: spec.document_max_length,
                 top_k: TOP_K,
                 measures: Measure::parse_all(&["ndcg@10".to_string()])?,
+                complete: true,
             },
         }))
     }
