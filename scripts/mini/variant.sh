@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Writes a variant of experiments/mini.toml to stdout: results under RESULTS, and optionally
-# another device, precision (training and evaluation) or data-order seed.
-# Usage: scripts/mini/variant.sh RESULTS [--device D] [--precision P] [--seed S]
+# another device, precision (training and evaluation), data-order seed or recipe value.
+# Usage: scripts/mini/variant.sh RESULTS [--device D] [--precision P] [--seed S] [--recipe KEY=VALUE]...
 set -euo pipefail
 results=$1; shift
 edits=(-e "s|results/mini|$results|g" -e "s|^name = \"mini\"|name = \"$(basename "$results")\"|")
@@ -10,6 +10,7 @@ while [[ $# -gt 0 ]]; do
         --device) edits+=(-e "s|^device = .*|device = \"$2\"|") ;;
         --precision) edits+=(-e "/^\[recipe\]/a precision = \"$2\"" -e "/^\[eval\]/a precision = \"$2\"") ;;
         --seed) edits+=(-e "s|^seed = .*|seed = $2|") ;;
+        --recipe) edits+=(-e "s|^${2%%=*} = .*|${2%%=*} = ${2#*=}|") ;;
         *) echo "variant.sh: unknown argument $1" >&2; exit 2 ;;
     esac
     shift 2

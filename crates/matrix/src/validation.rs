@@ -69,7 +69,8 @@ impl Validator for DatasetValidator {
         let report = evaluate_dataset(&self.encoder, &self.dataset, &self.settings, scratch.path())
             .map_err(|e| e.to_string())?;
         Ok(ValidationScores {
-            ndcg_at_10: report.metrics.get("ndcg@10").copied().unwrap_or(f64::NAN),
+            // `+ 0.0`: a negative zero (no relevant document found) reads as 0.
+            ndcg_at_10: report.metrics.get("ndcg@10").map_or(f64::NAN, |v| v + 0.0),
             l0_q: report.sparsity.mean_query_l0,
             l0_d: report.sparsity.mean_doc_l0,
             flops: report.sparsity.flops,

@@ -74,12 +74,17 @@ fn both_formats(
     Ok(vec![png, svg])
 }
 
+/// One panel per backbone, at most four to a row: `(rows, columns, image size)`.
+fn panel_grid(matrix: &MatrixResults) -> (usize, usize, (u32, u32)) {
+    let backbones = matrix.backbones().len();
+    let cols = backbones.clamp(1, 4);
+    let rows = backbones.div_ceil(cols).max(1);
+    (rows, cols, (420 * cols as u32, 340 * rows as u32))
+}
+
 /// `losses.png` / `losses.svg`.
 pub fn loss_curves(matrix: &MatrixResults, out: &Path) -> Result<Vec<PathBuf>> {
-    let backbones = matrix.backbones();
-    let cols = backbones.len().clamp(1, 4);
-    let rows = backbones.len().div_ceil(cols).max(1);
-    let size = (420 * cols as u32, 340 * rows as u32);
+    let (rows, cols, size) = panel_grid(matrix);
     both_formats(
         out,
         "losses",
@@ -220,10 +225,7 @@ pub fn validation_curves(matrix: &MatrixResults, out: &Path) -> Result<Vec<PathB
     if !matrix.cells.iter().any(|c| validated(&c)) {
         return Ok(Vec::new());
     }
-    let backbones = matrix.backbones();
-    let cols = backbones.len().clamp(1, 4);
-    let rows = backbones.len().div_ceil(cols).max(1);
-    let size = (420 * cols as u32, 340 * rows as u32);
+    let (rows, cols, size) = panel_grid(matrix);
     both_formats(
         out,
         "validation",

@@ -249,7 +249,7 @@ impl TrainConfig {
         };
         lsr_backbone::check_scale(self.model.k).map_err(|e| fail("model.k", e.to_string()))?;
         let r = &self.recipe;
-        let at_least_one = [
+        let mut at_least_one = vec![
             ("recipe.steps", r.steps),
             ("recipe.batch_size", r.batch_size),
             ("recipe.accumulation", r.accumulation),
@@ -262,6 +262,14 @@ impl TrainConfig {
             ("recipe.dense_patience", r.dense_patience),
             ("recipe.prefetch", r.prefetch),
         ];
+        if let Some(v) = &self.validation {
+            at_least_one.extend([
+                ("validation.every", v.every),
+                ("validation.batch_size", v.batch_size),
+                ("validation.query_max_length", v.query_max_length),
+                ("validation.document_max_length", v.document_max_length),
+            ]);
+        }
         for (field, value) in at_least_one {
             if value == 0 {
                 return Err(fail(field, "must be at least 1, got 0".into()));
@@ -333,19 +341,6 @@ impl TrainConfig {
                 "recipe.max_grad_norm",
                 format!("must be finite and > 0, got {norm}"),
             ));
-        }
-        if let Some(v) = &self.validation {
-            let sizes = [
-                ("validation.every", v.every),
-                ("validation.batch_size", v.batch_size),
-                ("validation.query_max_length", v.query_max_length),
-                ("validation.document_max_length", v.document_max_length),
-            ];
-            for (field, value) in sizes {
-                if value == 0 {
-                    return Err(fail(field, "must be at least 1, got 0".into()));
-                }
-            }
         }
         if r.negatives != 1 && !matches!(self.data, DataConfig::Jsonl { .. }) {
             return Err(fail(
