@@ -8,18 +8,22 @@ cd "$(dirname "$0")/../.."
 lsr=${LSR:-target/release/lsr}
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
-declare -A variants=(
-    [mini-no-dropout]="--recipe dropout=false"
-    [mini-warmup-first-step]="--recipe lr_warmup=\"from-first-step\""
-    [mini-flops-all]="--recipe document_flops=\"all\""
-    [mini-eps-1e-8]="--recipe eps=1e-8"
-    [mini-former]="--recipe dropout=false --recipe lr_warmup=\"from-first-step\" --recipe document_flops=\"all\" --recipe eps=1e-8"
-)
 runs=(results/mini)
-for name in mini-former mini-no-dropout mini-warmup-first-step mini-flops-all mini-eps-1e-8; do
-    eval "scripts/mini/variant.sh results/$name ${variants[$name]}" > "$dir/$name.toml"
+
+# NAME, then variant.sh's arguments.
+run() {
+    local name=$1
+    shift
+    scripts/mini/variant.sh "results/$name" "$@" > "$dir/$name.toml"
     "$lsr" matrix run "$dir/$name.toml"
     "$lsr" report "results/$name" --only table >/dev/null
     runs+=("results/$name")
-done
+}
+
+run mini-former --recipe dropout=false --recipe 'lr_warmup="from-first-step"' \
+    --recipe 'document_flops="all"' --recipe eps=1e-8
+run mini-no-dropout --recipe dropout=false
+run mini-warmup-first-step --recipe 'lr_warmup="from-first-step"'
+run mini-flops-all --recipe 'document_flops="all"'
+run mini-eps-1e-8 --recipe eps=1e-8
 ${PYTHON:-python3} scripts/mini/compare_runs.py "${runs[@]}"
