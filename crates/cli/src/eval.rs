@@ -8,6 +8,8 @@ use clap::Args;
 use lsr_data::Dataset;
 use lsr_eval::Measure;
 use lsr_eval::pipeline::{DEFAULT_MAX_LENGTH, EvalSettings, evaluate_dataset};
+use lsr_files::OutputLock;
+use lsr_files::lock::EVAL_LOCK;
 
 use crate::model::ModelArgs;
 
@@ -62,6 +64,7 @@ pub fn run(args: EvalArgs) -> Result<()> {
         measures,
         complete: args.complete,
     };
+    let _lock = OutputLock::acquire(&args.output, EVAL_LOCK)?;
     for dataset in &datasets {
         let out = args.output.join(dataset.name.replace('/', "_"));
         let report = evaluate_dataset(&encoder, dataset, &settings, &out)?;

@@ -1,5 +1,6 @@
-//! `lsr train` and `lsr export` as a user runs them: a real SIGKILL and `--resume`, the collapse
-//! exit code, an exported checkpoint read back by `lsr encode`.
+//! `lsr train` and `lsr export` as a user runs them: a real SIGKILL and `--resume`, two
+//! processes on one output, the collapse exit code, an exported checkpoint read back by
+//! `lsr encode`.
 
 mod common;
 
@@ -184,4 +185,56 @@ fn an_exported_checkpoint_encodes_like_the_model_training_wrote() {
         .output()
         .unwrap();
     assert_ne!(base.stdout, trained);
+}
+
+#[test]
+fn two_processes_on_one_output_train_it_once() {
+    const STEPS: usize = 60;
+    let dir = tempfile::tempdir().unwrap();
+    let single = dir.path().join("single");
+    std::fs::create_dir_all(&single).unwrap();
+    let cell = write_cell(&single, STEPS, 20);
+    lsr()
+        .args(["train", "--config"])
+        .arg(&cell)
+        .assert()
+        .success();
+
+    // Both with --resume, as a requeued Slurm task and its original would be.
+    let shared = dir.path().join("shared");
+    std::fs::create_dir_all(&shared).unwrap();
+    let cell = write_cell(&shared, STEPS, 20);
+    let spawn = || {
+        std::process::Command::new(assert_cmd::cargo::cargo_bin("lsr"))
+            .args(["train", "--resume", "--config"])
+            .arg(&cell)
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (first, second) = (spawn(), spawn());
+    let outputs = [
+        first.wait_with_output().unwrap(),
+        second.wait_with_output().unwrap(),
+    ];
+    for output in &outputs {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        // The other one either trains or finds the run it has just finished.
+        assert!(
+            output.status.success() || stderr.contains("another process"),
+            "{stderr}"
+        );
+    }
+    assert!(outputs.iter().any(|o| o.status.success()));
+    assert_eq!(
+        logged_steps(&shared.join("out")),
+        (1..=STEPS).collect::<Vec<_>>(),
+        "every step logged exactly once"
+    );
+    let model =
+        |dir: &Path| std::fs::read(dir.join("out/checkpoints/model/model.safetensors")).unwrap();
+    assert!(
+        model(&shared) == model(&single),
+        "the result differs from a single run's"
+    );
 }

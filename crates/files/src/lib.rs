@@ -1,14 +1,16 @@
 //! The files lsr's stages hand each other, and the one rule for writing them: a file or a
 //! directory appears complete under its name or not at all. It owns that rule (`atomic`), a
-//! training run's `status.json` (`status`), and a cell's results directory with the state its
-//! files imply (`layout`). It compiles no tensor code, so the report reads results without burn.
+//! training run's `status.json` (`status`), a cell's results directory with the state its
+//! files imply (`layout`), and the rule of one writer per output (`lock`). It compiles no tensor code, so the report reads results without burn.
 
 pub mod atomic;
 pub mod layout;
+pub mod lock;
 pub mod status;
 
 pub use atomic::{write_atomically, write_bytes, write_directory, write_json, write_through_path};
 pub use layout::{CellInfo, CellState, cell_state};
+pub use lock::OutputLock;
 pub use status::{RunStatus, StatusFile};
 
 use std::path::PathBuf;
@@ -23,6 +25,12 @@ pub enum FileError {
     },
     #[error("{path}: {message}")]
     Parse { path: PathBuf, message: String },
+    #[error(
+        "{}: another process{} is writing this output; wait for it to end, or choose another output",
+        path.display(),
+        holder.map(|pid| format!(" (pid {pid})")).unwrap_or_default()
+    )]
+    Busy { path: PathBuf, holder: Option<u32> },
 }
 
 pub type Result<T, E = FileError> = std::result::Result<T, E>;

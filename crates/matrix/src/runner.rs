@@ -12,7 +12,7 @@ use lsr_train::Outcome;
 use serde::Serialize;
 
 use lsr_files::layout::{FAILURE, INFO, MATRIX, METRICS};
-use lsr_files::{CellInfo, CellState};
+use lsr_files::{CellInfo, CellState, OutputLock};
 
 use crate::cell::Cell;
 use crate::error::{MatrixError, Result};
@@ -65,7 +65,19 @@ pub fn run_cells(matrix: &Matrix, options: &RunOptions) -> Result<Vec<(String, C
         None => matrix.cells.iter().collect(),
     };
     let mut states = Vec::new();
+    let locks = matrix.results.join(".locks");
     for cell in selected {
+        // Two matrix runs over one matrix split its cells: a cell another run holds is skipped.
+        let _lock = match OutputLock::try_acquire(&locks, &format!("{}.lock", cell.id))? {
+            Ok(lock) => lock,
+            Err(holder) => {
+                let by = holder
+                    .map(|pid| format!(" (pid {pid})"))
+                    .unwrap_or_default();
+                eprintln!("== {}: another process{by} is running it, skipped", cell.id);
+                continue;
+            }
+        };
         let state = cell.state()?;
         if matches!(state, CellState::Done | CellState::Collapsed) {
             if !options.force {

@@ -199,6 +199,16 @@ fn runs_records_skips_and_reports() {
     .unwrap();
     assert_eq!(forced, vec![("bert-k1".to_string(), Done)]);
 
+    // A cell another process holds is skipped, not run twice, even when forced.
+    let locks = root.path().join("results/.locks");
+    let held = lsr_files::OutputLock::acquire(&locks, "bert-k1.lock").unwrap();
+    let options = RunOptions {
+        cell: Some("bert-k1".into()),
+        force: true,
+    };
+    assert!(run_cells(&matrix, &options).unwrap().is_empty());
+    drop(held);
+
     let out = root.path().join("report");
     let written = lsr_report::write_report(
         &root.path().join("results"),

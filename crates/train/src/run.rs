@@ -10,9 +10,10 @@ use std::sync::Arc;
 
 use burn::prelude::*;
 use lsr_backbone::{Backbone, parse_device, write_checkpoint};
+use lsr_files::lock::TRAIN_LOCK;
 use lsr_files::status::BestStep;
 use lsr_files::status::STATUS;
-use lsr_files::{RunStatus, StatusFile};
+use lsr_files::{OutputLock, RunStatus, StatusFile};
 
 use crate::checkpoint::{self, RunState};
 use crate::config::TrainConfig;
@@ -55,16 +56,29 @@ pub fn train(config: &TrainConfig, resume: bool) -> Result<Outcome> {
     train_validated(config, resume, None)
 }
 
-/// As [`train`], scoring the `[validation]` set through `validator` every `every` steps.
+/// As [`train`], scoring the `[validation]` set through `validator` every `every` steps. The
+/// output is locked for the whole run: a second process on it is refused, naming this one.
 pub fn train_validated<'a>(
     config: &'a TrainConfig,
     resume: bool,
     validator: Option<&'a mut dyn Validator>,
 ) -> Result<Outcome> {
-    if let Some(ended) = recorded_end(&config.output, resume)? {
+    let output = &config.output;
+    let new_output = !output.exists();
+    let _lock = OutputLock::acquire(output, TRAIN_LOCK)?;
+    if let Some(ended) = recorded_end(output, resume)? {
         return Ok(ended);
     }
-    let mut run = Run::start(config, resume, validator)?;
+    let mut run = match Run::start(config, resume, validator) {
+        Ok(run) => run,
+        Err(error) => {
+            // A run that cannot start leaves nothing behind, not even its lock.
+            if new_output {
+                std::fs::remove_dir_all(output).map_err(|e| TrainError::io(output, e))?;
+            }
+            return Err(error);
+        }
+    };
     while run.trainer.step < config.recipe.steps {
         if let Some(collapsed) = run.step()? {
             return Ok(collapsed);

@@ -398,3 +398,24 @@ fn validation_passes_are_logged_and_the_best_one_is_kept() {
     assert_eq!(kept, dir.path().join("checkpoints/best"));
     assert!(kept.join("model.safetensors").exists());
 }
+
+#[test]
+fn a_second_writer_on_a_running_output_is_refused_naming_the_first() {
+    let _lock = one_run_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let held = lsr_files::OutputLock::acquire(dir.path(), lsr_files::lock::TRAIN_LOCK).unwrap();
+    let message = train(&config(dir.path(), "bert", 3), true)
+        .unwrap_err()
+        .to_string();
+    let pid = std::process::id().to_string();
+    assert!(
+        message.contains("another process") && message.contains(&pid),
+        "{message}"
+    );
+    assert!(
+        !dir.path().join("train.csv").exists(),
+        "the second writer wrote"
+    );
+    drop(held);
+    finished_model(train(&config(dir.path(), "bert", 3), true).unwrap());
+}
