@@ -233,7 +233,7 @@ impl Dataset {
     }
 
     /// The file and queries of [`Self::flops_queries`], in file order, if the data set has them.
-    pub fn read_flops_queries(&self) -> Result<Option<(&Path, Vec<(String, String)>)>> {
+    pub fn read_flops_queries(&self) -> Result<Option<(&Path, Queries)>> {
         let Some(path) = &self.flops_queries else {
             return Ok(None);
         };
@@ -264,12 +264,12 @@ fn query_format(path: &Path) -> CorpusFormat {
     }
 }
 
+/// `(id, text)` of each query, in file order.
+pub type Queries = Vec<(String, String)>;
+
 /// The queries of `path` that `keep` accepts, in file order, and every id the file has; an id
 /// given twice is an error at its line.
-fn read_queries(
-    path: &Path,
-    keep: impl Fn(&str) -> bool,
-) -> Result<(Vec<(String, String)>, HashSet<String>)> {
+fn read_queries(path: &Path, keep: impl Fn(&str) -> bool) -> Result<(Queries, HashSet<String>)> {
     let mut queries = Vec::new();
     let mut seen = HashSet::new();
     read_records(path, &query_format(path), |line, id, text| {

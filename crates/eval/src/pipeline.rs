@@ -39,6 +39,9 @@ pub const DEFAULT_MAX_LENGTH: usize = 256;
 /// Query vectors by query id.
 type QueryVectors = Vec<(String, Vec<(u32, f32)>)>;
 
+/// The vectors of a data set's own FLOPs queries (one per query) and the file they come from.
+type FlopsVectors = (PathBuf, Vec<Vec<(u32, f32)>>);
+
 #[derive(Clone, Debug, Serialize)]
 pub struct EvalSettings {
     pub batch_size: usize,
@@ -153,7 +156,7 @@ fn flops_sparsity(
     index: &InvertedIndex,
     dataset: &Dataset,
     queries: &QueryVectors,
-    flops: Option<(PathBuf, Vec<Vec<(u32, f32)>>)>,
+    flops: Option<FlopsVectors>,
 ) -> (QuerySet, Sparsity) {
     match flops {
         Some((file, vectors)) => {
@@ -294,7 +297,7 @@ fn encode_flops_queries(
     encoder: &SpladeEncoder,
     dataset: &Dataset,
     settings: &EvalSettings,
-) -> Result<Option<(PathBuf, Vec<Vec<(u32, f32)>>)>> {
+) -> Result<Option<FlopsVectors>> {
     let Some((file, mut records)) = dataset.read_flops_queries()? else {
         return Ok(None);
     };

@@ -15,6 +15,9 @@ use crate::data::TrainBatch;
 use crate::error::{Result, TrainError};
 use crate::{Recipe, Trainer};
 
+/// A fixture tensor: its shape and its values as f64.
+type FixtureTensor = (Vec<usize>, Vec<f64>);
+
 /// The logged values of the step, in the order the fixture's `scalars` holds them.
 pub const STEP_SCALARS: [&str; 5] = ["loss", "ranking", "flops_q", "flops_d", "grad_norm"];
 
@@ -190,10 +193,7 @@ fn fixture_recipe(path: &Path, variant: Option<&str>) -> Result<(f64, Recipe)> {
     Ok((k, recipe))
 }
 
-fn token_batch(
-    tensor: &dyn Fn(&str) -> Result<(Vec<usize>, Vec<f64>)>,
-    prefix: &str,
-) -> Result<TokenBatch> {
+fn token_batch(tensor: &dyn Fn(&str) -> Result<FixtureTensor>, prefix: &str) -> Result<TokenBatch> {
     let (shape, ids) = tensor(&format!("{prefix}_ids"))?;
     let (_, mask) = tensor(&format!("{prefix}_mask"))?;
     Ok(TokenBatch {
@@ -205,10 +205,7 @@ fn token_batch(
 }
 
 /// A fixture tensor as f64 values with its shape.
-fn values(
-    tensors: &SafeTensors,
-    name: &str,
-) -> std::result::Result<(Vec<usize>, Vec<f64>), String> {
+fn values(tensors: &SafeTensors, name: &str) -> std::result::Result<FixtureTensor, String> {
     let view = tensors
         .tensor(name)
         .map_err(|_| format!("no tensor `{name}`"))?;
