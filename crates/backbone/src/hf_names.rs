@@ -249,6 +249,18 @@ mod tests {
             .unwrap()
     }
 
+    /// Writes `model` (of `backbone`) into `<out>/exported` and loads it back.
+    fn round_trip(
+        model: &MaskedLm,
+        backbone: &Backbone,
+        out: &Path,
+    ) -> (std::path::PathBuf, Backbone) {
+        let target = out.join("exported");
+        write_checkpoint(model, &backbone.tensor_names, &backbone.checkpoint, &target).unwrap();
+        let reloaded = Backbone::load(target.to_str().unwrap(), &Device::flex(), 32).unwrap();
+        (target, reloaded)
+    }
+
     #[test]
     fn a_written_checkpoint_reloads_to_the_same_logits_tied_or_untied() {
         for (family, mode) in [
@@ -261,15 +273,7 @@ mod tests {
             let backbone = Backbone::load(dir.to_str().unwrap(), &Device::flex(), 32).unwrap();
             let model = backbone.model.clone().rescale_mlm_head(4.0, mode).unwrap();
             let out = tempfile::tempdir().unwrap();
-            let target = out.path().join("exported");
-            write_checkpoint(
-                &model,
-                &backbone.tensor_names,
-                &backbone.checkpoint,
-                &target,
-            )
-            .unwrap();
-            let reloaded = Backbone::load(target.to_str().unwrap(), &Device::flex(), 32).unwrap();
+            let (target, reloaded) = round_trip(&model, &backbone, out.path());
             assert_eq!(
                 reloaded.model.is_tied(),
                 mode == RescaleMode::Shared,
@@ -313,16 +317,7 @@ mod tests {
             .rescale_mlm_head(16.0, RescaleMode::Shared)
             .unwrap();
         let out = tempfile::tempdir().unwrap();
-        let target = out.path().join("exported");
-        write_checkpoint(
-            &model,
-            &backbone.tensor_names,
-            &backbone.checkpoint,
-            &target,
-        )
-        .unwrap();
-
-        let exported = Backbone::load(target.to_str().unwrap(), &Device::flex(), 32).unwrap();
+        let (_, exported) = round_trip(&model, &backbone, out.path());
         let message = exported
             .model
             .clone()

@@ -2,7 +2,8 @@
 //! on one named data set by `lsr-eval`'s pipeline (nDCG@10 over every judged query, FLOPs and
 //! L0), each pass in a scratch directory; and training with it where a cell asks.
 
-use lsr_backbone::{Backbone, MaskedLm, RescaleMode, parse_device};
+use burn::prelude::Device;
+use lsr_backbone::{Backbone, MaskedLm, RescaleMode};
 use lsr_data::Dataset;
 use lsr_eval::Measure;
 use lsr_eval::pipeline::{EvalSettings, evaluate_dataset};
@@ -30,8 +31,9 @@ pub struct DatasetValidator {
 }
 
 impl DatasetValidator {
-    /// The validator of `config`'s `[validation]`, on the device the cell trains on; the data
-    /// set must be one set, present.
+    /// The validator of `config`'s `[validation]`; the data set must be one set, present. The
+    /// checkpoint is read on the host, for its tokenizer: each pass encodes with the model it
+    /// is given, on that model's device, so the training device never holds a second copy.
     pub fn open(config: &TrainConfig) -> Result<Option<Self>> {
         let Some(spec) = &config.validation else {
             return Ok(None);
@@ -44,9 +46,8 @@ impl DatasetValidator {
                 sets.len()
             )));
         }
-        let device = parse_device(config.device.as_deref())?;
         let max_length = spec.query_max_length.max(spec.document_max_length);
-        let backbone = Backbone::load(&config.model.checkpoint, &device, max_length)?;
+        let backbone = Backbone::load(&config.model.checkpoint, &Device::flex(), max_length)?;
         Ok(Some(Self {
             encoder: SpladeEncoder::new(backbone, 1.0, RescaleMode::Shared)?,
             dataset: sets.remove(0),
