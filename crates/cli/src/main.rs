@@ -39,7 +39,8 @@ enum Command {
     /// Evaluation data: fetch and verify MS MARCO, TREC DL, BEIR, NanoBEIR.
     #[command(subcommand)]
     Data(data::DataCommand),
-    /// Train a SPLADE model from a cell config (exit code 3 when the run collapses).
+    /// Train a SPLADE model from a cell config (exit code 3 when the run collapses, 75 when
+    /// SIGTERM or SIGUSR1 stopped it at a step boundary with a checkpoint to resume from).
     Train(train::TrainArgs),
     /// Write a training checkpoint as a Hugging Face checkpoint.
     Export(train::ExportArgs),
@@ -81,23 +82,20 @@ fn main() -> ExitCode {
         .init();
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Train(args) => match train::run(args) {
-            Ok(true) => return ExitCode::from(train::COLLAPSED),
-            other => other.map(|_| ()),
-        },
-        Command::Export(args) => train::export(args),
-        Command::Norms(args) => norms::run(args),
-        Command::Encode(args) => encode::run(args),
-        Command::Data(command) => data::run(command),
-        Command::Eval(args) => eval::run(args),
-        Command::Evaluate(args) => evaluate::run(args),
+        Command::Train(args) => train::run(args),
+        Command::Export(args) => train::export(args).map(|()| ExitCode::SUCCESS),
+        Command::Norms(args) => norms::run(args).map(|()| ExitCode::SUCCESS),
+        Command::Encode(args) => encode::run(args).map(|()| ExitCode::SUCCESS),
+        Command::Data(command) => data::run(command).map(|()| ExitCode::SUCCESS),
+        Command::Eval(args) => eval::run(args).map(|()| ExitCode::SUCCESS),
+        Command::Evaluate(args) => evaluate::run(args).map(|()| ExitCode::SUCCESS),
         Command::Matrix(command) => matrix::run(command),
-        Command::Report(args) => report::run(args),
-        Command::Check(args) => check::run(args),
-        Command::Bench(command) => bench::run(command),
+        Command::Report(args) => report::run(args).map(|()| ExitCode::SUCCESS),
+        Command::Check(args) => check::run(args).map(|()| ExitCode::SUCCESS),
+        Command::Bench(command) => bench::run(command).map(|()| ExitCode::SUCCESS),
     };
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(error) => {
             eprintln!("error: {}", render(&error));
             ExitCode::FAILURE

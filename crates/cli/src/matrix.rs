@@ -2,11 +2,13 @@
 //! Slurm job array. The matrix itself is `lsr-matrix`.
 
 use std::path::PathBuf;
+use std::process::ExitCode;
 
 use anyhow::{Result, bail};
 use clap::{Args, Subcommand};
 use lsr_matrix::slurm::{SlurmOptions, job_array};
 use lsr_matrix::{CellState, Matrix, RunOptions, run_cells};
+use lsr_train::stop::{INTERRUPTED_EXIT_CODE, requested, stop_on_signals};
 
 #[derive(Subcommand)]
 pub enum MatrixCommand {
@@ -19,7 +21,8 @@ pub enum MatrixCommand {
         json: bool,
     },
     /// Train and evaluate the cells not done yet, in order; finished and collapsed cells are
-    /// skipped, interrupted ones resume, failures are recorded and the next cell runs.
+    /// skipped, interrupted ones resume, failures are recorded and the next cell runs. SIGTERM
+    /// or SIGUSR1 checkpoints the cell in training at its next step and exits with code 75.
     Run(RunArgs),
     /// Write an sbatch job array with one task per cell not done yet.
     Slurm(SlurmArgs),
@@ -60,7 +63,8 @@ pub struct SlurmArgs {
     parallel: Option<usize>,
 }
 
-pub fn run(command: MatrixCommand) -> Result<()> {
+/// Runs the subcommand; the exit code is 75 when a stop request ended `run` early.
+pub fn run(command: MatrixCommand) -> Result<ExitCode> {
     match command {
         MatrixCommand::List { file } => {
             let matrix = Matrix::load(&file)?;
@@ -102,7 +106,12 @@ pub fn run(command: MatrixCommand) -> Result<()> {
                 cell: args.cell,
                 force: args.force,
             };
+            stop_on_signals()?;
             let states = run_cells(&matrix, &options)?;
+            if requested() {
+                eprintln!("stopped on request; run again to continue");
+                return Ok(ExitCode::from(INTERRUPTED_EXIT_CODE));
+            }
             let failed: Vec<&str> = states
                 .iter()
                 .filter(|(_, s)| *s == CellState::Failed)
@@ -130,7 +139,7 @@ pub fn run(command: MatrixCommand) -> Result<()> {
             let (script, cells) = job_array(&matrix, &options)?;
             if cells.is_empty() {
                 eprintln!("every cell is done or collapsed: nothing to submit");
-                return Ok(());
+                return Ok(ExitCode::SUCCESS);
             }
             match args.out {
                 Some(path) => {
@@ -146,5 +155,5 @@ pub fn run(command: MatrixCommand) -> Result<()> {
             }
         }
     }
-    Ok(())
+    Ok(ExitCode::SUCCESS)
 }

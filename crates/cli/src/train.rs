@@ -2,10 +2,12 @@
 //! back as a Hugging Face checkpoint. The work is in `lsr-train`.
 
 use std::path::PathBuf;
+use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::Args;
 use lsr_backbone::parse_device;
+use lsr_train::stop::{INTERRUPTED_EXIT_CODE, stop_on_signals};
 use lsr_train::{Outcome, TrainConfig};
 
 /// Exit code of a run that collapsed (a recorded result, distinct from an error's 1).
@@ -35,13 +37,20 @@ pub struct ExportArgs {
     device: String,
 }
 
-/// Trains; `Ok(true)` if the run collapsed.
-pub fn run(args: TrainArgs) -> Result<bool> {
+/// Trains; the exit code says how the run ended (0 finished, 3 collapsed, 75 interrupted).
+pub fn run(args: TrainArgs) -> Result<ExitCode> {
     let config = TrainConfig::load(&args.config, &args.overrides)?;
+    stop_on_signals()?;
     match lsr_matrix::validation::train(&config, args.resume)? {
         Outcome::Finished { steps, model } => {
             eprintln!("finished {steps} steps; model: {}", model.display());
-            Ok(false)
+            Ok(ExitCode::SUCCESS)
+        }
+        Outcome::Interrupted { step } => {
+            eprintln!(
+                "interrupted after step {step}, with a checkpoint there; continue with --resume"
+            );
+            Ok(ExitCode::from(INTERRUPTED_EXIT_CODE))
         }
         Outcome::Collapsed {
             step,
@@ -53,7 +62,7 @@ pub fn run(args: TrainArgs) -> Result<bool> {
                 Some(model) => eprintln!("model at the collapse: {}", model.display()),
                 None => eprintln!("no model: its weights are not finite"),
             }
-            Ok(true)
+            Ok(ExitCode::from(COLLAPSED))
         }
     }
 }

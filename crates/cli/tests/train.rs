@@ -1,6 +1,6 @@
-//! `lsr train` and `lsr export` as a user runs them: a real SIGKILL and `--resume`, two
-//! processes on one output, the collapse exit code, an exported checkpoint read back by
-//! `lsr encode`.
+//! `lsr train` and `lsr export` as a user runs them: a real SIGKILL and `--resume`, SIGTERM
+//! (a checkpoint at the next step, exit code 75) and `--resume`, two processes on one output,
+//! the collapse exit code, an exported checkpoint read back by `lsr encode`.
 
 mod common;
 
@@ -100,6 +100,70 @@ fn a_run_killed_with_sigkill_resumes_to_the_weights_of_an_uninterrupted_run() {
     );
     assert_eq!(
         logged_steps(&killed.join("out")),
+        (1..=STEPS).collect::<Vec<_>>()
+    );
+}
+
+/// As Slurm stops a task at its time limit: SIGTERM, a checkpoint at the next step, code 75.
+#[test]
+fn a_run_stopped_with_sigterm_checkpoints_exits_75_and_resumes_to_the_same_weights() {
+    const STEPS: usize = 200;
+    let dir = tempfile::tempdir().unwrap();
+    let whole = dir.path().join("whole");
+    std::fs::create_dir_all(&whole).unwrap();
+    let cell = write_cell(&whole, STEPS, 50);
+    lsr()
+        .args(["train", "--config"])
+        .arg(&cell)
+        .assert()
+        .success();
+
+    let stopped = dir.path().join("stopped");
+    std::fs::create_dir_all(&stopped).unwrap();
+    let cell = write_cell(&stopped, STEPS, 50);
+    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("lsr"))
+        .args(["train", "--config"])
+        .arg(&cell)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while logged_steps(&stopped.join("out")).len() < 60 {
+        assert!(started.elapsed() < Duration::from_secs(120), "no progress");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(75), "{stderr}");
+    let status = lsr_files::StatusFile::read(&stopped.join("out"))
+        .unwrap()
+        .unwrap();
+    assert_eq!(status.status, lsr_files::RunStatus::Interrupted);
+    assert!(status.step >= 60 && status.step < STEPS, "{status:?}");
+    let checkpoint = format!("out/checkpoints/step-{:08}", status.step);
+    assert!(stopped.join(&checkpoint).is_dir(), "no {checkpoint}");
+    assert_eq!(
+        logged_steps(&stopped.join("out")),
+        (1..=status.step).collect::<Vec<_>>()
+    );
+
+    lsr()
+        .args(["train", "--resume", "--config"])
+        .arg(&cell)
+        .assert()
+        .success();
+    let weights =
+        |root: &Path| std::fs::read(root.join("out/checkpoints/model/model.safetensors")).unwrap();
+    assert!(
+        weights(&whole) == weights(&stopped),
+        "resumed weights differ"
+    );
+    assert_eq!(
+        logged_steps(&stopped.join("out")),
         (1..=STEPS).collect::<Vec<_>>()
     );
 }

@@ -25,8 +25,10 @@ pub const MATRIX: &str = "matrix.json";
 pub enum CellState {
     /// Trained and evaluated.
     Done,
-    /// Training started and did not end: running now, or interrupted (a run resumes it).
+    /// Training started and did not end: running now, or killed (a run resumes it).
     Running,
+    /// Training stopped on request with a checkpoint at that step (a run resumes it).
+    Interrupted,
     /// Training collapsed: a result, kept, and evaluated at the collapse unless its weights
     /// were not finite.
     Collapsed,
@@ -78,6 +80,7 @@ pub fn cell_state(dir: &Path) -> Result<CellState> {
         Some(s) if s.status == RunStatus::Collapsed && s.model.is_some() => CellState::Running,
         Some(s) if s.status == RunStatus::Collapsed => CellState::Collapsed,
         Some(s) if s.status == RunStatus::Failed => CellState::Failed,
+        Some(s) if s.status == RunStatus::Interrupted => CellState::Interrupted,
         // A finished training run still to be evaluated is in progress.
         Some(_) => CellState::Running,
     })

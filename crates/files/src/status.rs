@@ -1,5 +1,6 @@
-//! A training run's `status.json`: where the run stands (running, finished, collapsed with
-//! step and reason, failed), written by training and read by the matrix and the report.
+//! A training run's `status.json`: where the run stands (running, interrupted, finished,
+//! collapsed with step and reason, failed), written by training and read by the matrix and the
+//! report.
 
 use std::path::{Path, PathBuf};
 
@@ -13,6 +14,8 @@ pub const STATUS: &str = "status.json";
 #[serde(rename_all = "lowercase")]
 pub enum RunStatus {
     Running,
+    /// Stopped on request at a step boundary, with a checkpoint there; a resume continues it.
+    Interrupted,
     Finished,
     Collapsed,
     Failed,

@@ -57,7 +57,9 @@ struct CellMetrics<'a> {
 }
 
 /// Runs the cells that are not done (or only `options.cell`), in matrix order; a collapsed or
-/// failed cell is recorded and the next one runs. Returns each run cell's final state.
+/// failed cell is recorded and the next one runs. A stop request ([`lsr_train::stop`]) ends the
+/// cell in training at its next step (interrupted) and starts no further cell. Returns each run
+/// cell's final state.
 pub fn run_cells(matrix: &Matrix, options: &RunOptions) -> Result<Vec<(String, CellState)>> {
     write_summary(matrix)?;
     let selected: Vec<&Cell> = match &options.cell {
@@ -67,6 +69,9 @@ pub fn run_cells(matrix: &Matrix, options: &RunOptions) -> Result<Vec<(String, C
     let mut states = Vec::new();
     let locks = matrix.results.join(".locks");
     for cell in selected {
+        if lsr_train::stop::requested() {
+            break;
+        }
         // Two matrix runs over one matrix split its cells: a cell another run holds is skipped.
         let _lock = match OutputLock::try_acquire(&locks, &format!("{}.lock", cell.id))? {
             Ok(lock) => lock,
@@ -106,6 +111,9 @@ pub fn run_cells(matrix: &Matrix, options: &RunOptions) -> Result<Vec<(String, C
         };
         eprintln!("== {}: {state}", cell.id);
         states.push((cell.id.clone(), state));
+        if state == CellState::Interrupted {
+            break;
+        }
     }
     Ok(states)
 }
@@ -132,6 +140,7 @@ fn run_cell(matrix: &Matrix, cell: &Cell) -> Result<CellState> {
             model: Some(model), ..
         } => (model, CellState::Collapsed),
         Outcome::Finished { model, .. } => (model, CellState::Done),
+        Outcome::Interrupted { .. } => return Ok(CellState::Interrupted),
     };
     let metrics = evaluate(&matrix.eval, &model, &device, &cell.dir().join("eval"))?;
     write_json(&cell.dir().join(METRICS), &metrics)?;

@@ -243,3 +243,77 @@ fn runs_records_skips_and_reports() {
         "{dying}"
     );
 }
+
+/// The array task as Slurm runs it, with stand-ins for `lsr` and `scontrol`: the signal Slurm
+/// sends the batch shell before the time limit reaches lsr, and a stop with code 75 requeues.
+#[test]
+fn a_slurm_task_passes_the_signal_on_and_requeues_a_stopped_cell() {
+    let root = tempfile::tempdir().unwrap();
+    let bin = root.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let script = |name: &str, body: &str| {
+        let path = bin.join(name);
+        std::fs::write(&path, format!("#!/bin/bash\n{body}\n")).unwrap();
+        std::process::Command::new("chmod")
+            .arg("+x")
+            .arg(&path)
+            .status()
+            .unwrap();
+        path
+    };
+    let out = bin.display();
+    let lsr = script(
+        "lsr",
+        &format!(
+            "trap 'echo \"$@\" > {out}/stopped; exit 75' USR1\ntouch {out}/started\n\
+             while :; do sleep 0.05; done"
+        ),
+    );
+    script("scontrol", &format!("echo \"$@\" > {out}/scontrol"));
+    let matrix = Matrix::load(&matrix_file(root.path())).unwrap();
+    let options = SlurmOptions {
+        partition: None,
+        gpus: 1,
+        cpus: 8,
+        memory: "64G".into(),
+        time: "48:00:00".into(),
+        lsr: lsr.display().to_string(),
+        parallel: None,
+    };
+    let (text, cells) = job_array(&matrix, &options).unwrap();
+    assert!(
+        text.contains("#SBATCH --signal=B:USR1@600") && text.contains("#SBATCH --requeue"),
+        "{text}"
+    );
+    let job = root.path().join("job.sh");
+    std::fs::write(&job, text).unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let mut task = std::process::Command::new("bash")
+        .arg(&job)
+        .env("PATH", path)
+        .env("SLURM_ARRAY_JOB_ID", "42")
+        .env("SLURM_ARRAY_TASK_ID", "1")
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while !bin.join("started").exists() {
+        assert!(
+            started.elapsed().as_secs() < 30,
+            "the task never started lsr"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    std::process::Command::new("kill")
+        .args(["-USR1", &task.id().to_string()])
+        .status()
+        .unwrap();
+    assert_eq!(task.wait().unwrap().code(), Some(75));
+    let stopped = std::fs::read_to_string(bin.join("stopped")).unwrap();
+    assert!(
+        stopped.contains(&format!("--cell {}", cells[1])),
+        "{stopped}"
+    );
+    let requeued = std::fs::read_to_string(bin.join("scontrol")).unwrap();
+    assert_eq!(requeued.trim(), "requeue 42_1");
+}

@@ -6,7 +6,9 @@
 //! a linear warm-up/decay schedule, optional global-norm clipping and gradient accumulation. Every
 //! step is logged to CSV; checkpoints are atomic and a run resumes from the newest one; a NaN loss
 //! or all-zero documents end the run as a recorded collapse, which is one of the paper's results.
-//! A `[validation]` set is scored every N steps through a caller's [`Validator`].
+//! A `[validation]` set is scored every N steps through a caller's [`Validator`]. SIGTERM or
+//! SIGUSR1 (once [`stop::stop_on_signals`] is called) ends a run at the next step boundary
+//! with a checkpoint, as interrupted.
 
 pub mod checkpoint;
 pub mod config;
@@ -17,6 +19,7 @@ pub mod loss;
 pub mod reference;
 pub mod run;
 pub mod schedule;
+pub mod stop;
 pub mod trainer;
 pub mod validation;
 

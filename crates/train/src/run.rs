@@ -2,7 +2,8 @@
 //! the recipe while logging, checkpointing and watching for collapse, then write the trained
 //! model as a Hugging Face checkpoint. `status.json` in the output directory always says where
 //! the run stands: running, finished, collapsed (with step, reason and the model at the
-//! collapse, if its weights are finite) or failed, and any warning about the run.
+//! collapse, if its weights are finite), interrupted (stopped on request with a checkpoint at
+//! that step) or failed, and any warning about the run.
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -37,6 +38,11 @@ pub enum Outcome {
         reason: String,
         model: Option<PathBuf>,
     },
+    /// Stopped on request ([`crate::stop`]) after `step`, with a checkpoint there: `--resume`
+    /// continues it to the weights an uninterrupted run would have reached.
+    Interrupted {
+        step: usize,
+    },
 }
 
 /// Trains the cell. Without `resume`, an output directory that already holds a run is
@@ -57,7 +63,8 @@ pub fn train(config: &TrainConfig, resume: bool) -> Result<Outcome> {
 }
 
 /// As [`train`], scoring the `[validation]` set through `validator` every `every` steps. The
-/// output is locked for the whole run: a second process on it is refused, naming this one.
+/// output is locked for the whole run: a second process on it is refused, naming this one. A
+/// stop requested while it trains ends it after the current step.
 pub fn train_validated<'a>(
     config: &'a TrainConfig,
     resume: bool,
@@ -82,6 +89,9 @@ pub fn train_validated<'a>(
     while run.trainer.step < config.recipe.steps {
         if let Some(collapsed) = run.step()? {
             return Ok(collapsed);
+        }
+        if crate::stop::requested() && run.trainer.step < config.recipe.steps {
+            return run.interrupt();
         }
     }
     run.finish()
@@ -128,6 +138,8 @@ struct Run<'a> {
     status: StatusFile,
     batches: Batches,
     progress: Progress,
+    /// The step of the newest checkpoint on disk.
+    checkpointed: usize,
 }
 
 impl<'a> Run<'a> {
@@ -197,6 +209,7 @@ impl<'a> Run<'a> {
             backbone,
             trainer,
             progress: Progress::new(recipe.steps, state.step),
+            checkpointed: state.step,
             state,
             log,
             status,
@@ -243,13 +256,33 @@ impl<'a> Run<'a> {
             }));
         }
         if metrics.step.is_multiple_of(recipe.checkpoint_every) || last {
-            let dir = self.config.checkpoint_dir();
-            let keep = recipe.keep_checkpoints;
-            checkpoint::save(&dir, &self.trainer, &self.state, &self.config_toml, keep)?;
-            self.status.step = metrics.step;
-            self.status.write(&self.config.output)?;
+            self.checkpoint()?;
         }
         Ok(None)
+    }
+
+    /// Writes a checkpoint of the run as it is now and records its step.
+    fn checkpoint(&mut self) -> Result<()> {
+        let dir = self.config.checkpoint_dir();
+        let keep = self.config.recipe.keep_checkpoints;
+        checkpoint::save(&dir, &self.trainer, &self.state, &self.config_toml, keep)?;
+        self.checkpointed = self.state.step;
+        self.status.step = self.state.step;
+        Ok(self.status.write(&self.config.output)?)
+    }
+
+    /// Ends the run on a stop request: a checkpoint at this step (unless there is one), and
+    /// the status says interrupted.
+    fn interrupt(mut self) -> Result<Outcome> {
+        let step = self.state.step;
+        if self.checkpointed != step {
+            self.checkpoint()?;
+        }
+        self.progress
+            .finish(&format!("interrupted after step {step}"));
+        self.status.status = RunStatus::Interrupted;
+        self.status.write(&self.config.output)?;
+        Ok(Outcome::Interrupted { step })
     }
 
     /// The micro-batches of the next step; a data error is recorded as the run's failure.
