@@ -1,7 +1,7 @@
-//! Where a checkpoint's files are: a local directory, or a Hugging Face id resolved through
-//! the standard hub cache (`HF_HUB_CACHE`, else `HF_HOME/hub`, else
-//! `~/.cache/huggingface/hub`), downloaded into it when online. `HF_HUB_OFFLINE=1` forbids
-//! the download.
+//! Where a checkpoint's files are: a local directory, or a Hugging Face id (`name`, or
+//! `name@revision` for a branch, tag or commit) resolved through the standard hub cache
+//! (`HF_HUB_CACHE`, else `HF_HOME/hub`, else `~/.cache/huggingface/hub`), downloaded into it
+//! when online, with the commit it resolved to. `HF_HUB_OFFLINE=1` forbids the download.
 
 use std::path::{Path, PathBuf};
 
@@ -21,6 +21,8 @@ pub struct Checkpoint {
     pub config: PathBuf,
     pub weights: PathBuf,
     pub tokenizer: PathBuf,
+    /// The hub commit a hub checkpoint resolved to (its snapshot); none for a directory.
+    pub revision: Option<String>,
 }
 
 impl Checkpoint {
@@ -71,6 +73,7 @@ impl Checkpoint {
             config: required("config.json")?,
             tokenizer: required("tokenizer.json")?,
             weights,
+            revision: None,
         })
     }
 
@@ -107,20 +110,37 @@ impl HubSettings {
     }
 }
 
-fn from_hub(id: &str, hub: &HubSettings) -> Result<Checkpoint> {
+/// A hub id and the revision it names (`main` if none).
+fn split_revision(spec: &str) -> (&str, &str) {
+    spec.split_once('@').unwrap_or((spec, "main"))
+}
+
+/// A snapshot directory as a checkpoint: its name is the commit it holds.
+fn from_snapshot(spec: &str, dir: &Path) -> Result<Checkpoint> {
+    let mut found = Checkpoint::from_dir(spec, dir)?;
+    found.revision = dir.file_name().map(|c| c.to_string_lossy().into_owned());
+    Ok(found)
+}
+
+fn from_hub(spec: &str, hub: &HubSettings) -> Result<Checkpoint> {
+    let (id, revision) = split_revision(spec);
     let cache_dir = hub.cache_dir.clone();
     let cache = hf_hub::Cache::new(cache_dir.clone());
-    let cached = cache.model(id.to_string());
-    if let Some(config) = cached.get("config.json")
-        && let Ok(found) = Checkpoint::from_dir(id, config.parent().unwrap_or(Path::new(".")))
-    {
+    let repo = hf_hub::Repo::with_revision(id.into(), hf_hub::RepoType::Model, revision.into());
+    let cached = cache.repo(repo.clone());
+    // A commit has no ref file in a cache the Python libraries filled: its snapshot is its name.
+    let snapshot = cached
+        .get("config.json")
+        .and_then(|config| config.parent().map(Path::to_path_buf))
+        .unwrap_or_else(|| cached.pointer_path(revision));
+    if let Ok(found) = from_snapshot(spec, &snapshot) {
         return Ok(found);
     }
     let missing = || {
         format!(
-            "checkpoint `{id}` is not a local directory and is not in the Hugging Face cache at \
+            "checkpoint `{spec}` is not a local directory and is not in the Hugging Face cache at \
              {cache}. Download it on a machine with network access (`huggingface-cli download \
-             {id} config.json tokenizer.json model.safetensors`, or `lsr` without \
+             {id} --revision {revision} config.json tokenizer.json model.safetensors`, or `lsr` without \
              HF_HUB_OFFLINE), then copy the cache directory `{folder}` under {cache}, or pass the \
              path of a directory holding config.json, tokenizer.json and model.safetensors",
             cache = cache_dir.display(),
@@ -133,16 +153,21 @@ fn from_hub(id: &str, hub: &HubSettings) -> Result<Checkpoint> {
             missing()
         )));
     }
-    download(id, cache)
+    download(spec, repo, cache)
         .map_err(|e| BackboneError::Checkpoint(format!("{}; download failed: {e}", missing())))
 }
 
-fn download(id: &str, cache: hf_hub::Cache) -> std::result::Result<Checkpoint, String> {
+fn download(
+    spec: &str,
+    repo: hf_hub::Repo,
+    cache: hf_hub::Cache,
+) -> std::result::Result<Checkpoint, String> {
     let api = hf_hub::api::sync::ApiBuilder::from_cache(cache)
         .with_progress(true)
         .build()
         .map_err(|e| e.to_string())?;
-    let repo = api.model(id.to_string());
+    let id = repo.url();
+    let repo = api.repo(repo);
     let config = repo.get("config.json").map_err(|e| e.to_string())?;
     repo.get("tokenizer.json").map_err(|e| e.to_string())?;
     let mut weights_found = false;
@@ -170,5 +195,5 @@ fn download(id: &str, cache: hf_hub::Cache) -> std::result::Result<Checkpoint, S
     if !weights_found {
         return Err(format!("{id} has none of {}", WEIGHT_FILES.join(", ")));
     }
-    Checkpoint::from_dir(id, config.parent().unwrap_or(Path::new("."))).map_err(|e| e.to_string())
+    from_snapshot(spec, config.parent().unwrap_or(Path::new("."))).map_err(|e| e.to_string())
 }

@@ -246,4 +246,20 @@ fn hub_id_resolves_from_the_standard_cache_layout_offline() {
     };
     let checkpoint = Checkpoint::resolve_with("tiny/bert", &hub).unwrap();
     assert_eq!(checkpoint.weights, snapshot.join("model.safetensors"));
+    assert_eq!(checkpoint.revision.as_deref(), Some("0123abcd"));
+
+    // A commit, as the Python libraries cache it (no ref file), and a tag with a ref file.
+    let pinned = Checkpoint::resolve_with("tiny/bert@0123abcd", &hub).unwrap();
+    assert_eq!(pinned.revision.as_deref(), Some("0123abcd"));
+    assert_eq!(pinned.name, "tiny/bert@0123abcd");
+    std::fs::write(repo.join("refs").join("v1"), "0123abcd").unwrap();
+    let tagged = Checkpoint::resolve_with("tiny/bert@v1", &hub).unwrap();
+    assert_eq!(tagged.weights, snapshot.join("model.safetensors"));
+    let error = Checkpoint::resolve_with("tiny/bert@fedcba98", &hub)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("`tiny/bert@fedcba98`") && error.contains("--revision fedcba98"),
+        "{error}"
+    );
 }

@@ -8,10 +8,11 @@ use clap::{Args, Subcommand};
 
 #[derive(Subcommand)]
 pub enum DataCommand {
-    /// Download data sets from their canonical public locations into the data root, then
-    /// check them.
+    /// Download data sets from their canonical public locations into the data root, each file
+    /// checked against its published md5 before it is installed, then check them.
     Fetch(FetchArgs),
-    /// Check data sets already under the data root (files parse, query counts as published).
+    /// Check data sets already under the data root: files a fetch installed still have the
+    /// sha256 recorded then, files parse, query counts are as published.
     Verify(FetchArgs),
     /// Write the synthetic retrieval task of the offline miniature: MS MARCO-style triplets and
     /// BEIR-style test sets needing exact matching and expansion (deterministic).
@@ -74,9 +75,15 @@ pub fn run(command: DataCommand) -> Result<()> {
         } else {
             lsr_data::fetch::verify(name, &args.data_root)?
         };
+        let (matched, files) = lsr_data::fetch::verify_installed(name, &args.data_root)?;
         for (dataset, queries) in checked {
             println!("{dataset}: ok, {queries} evaluated queries");
         }
+        let unchecked = match files - matched {
+            0 => String::new(),
+            n => format!("; {n} put in place by hand, their contents unchecked"),
+        };
+        println!("{name}: {matched} of {files} files as installed (sha256){unchecked}");
     }
     Ok(())
 }

@@ -197,3 +197,49 @@ fn an_unreadable_file_is_named_once_with_its_cause_once() {
     assert_eq!(stderr.matches("missing.trec").count(), 1, "{stderr}");
     assert_eq!(stderr.matches("os error 2").count(), 1, "{stderr}");
 }
+
+/// A hub file that is not the one whose md5 is pinned (a repository changed since, or a
+/// tampered cache) is refused with both digests, and nothing is installed.
+#[test]
+fn a_fetched_file_with_another_md5_is_refused_and_not_installed() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = dir
+        .path()
+        .join("hf/hub/datasets--zeta-alpha-ai--NanoSciFact");
+    let snapshot = repo.join("snapshots/0123abcd/corpus");
+    std::fs::create_dir_all(&snapshot).unwrap();
+    std::fs::create_dir_all(repo.join("refs")).unwrap();
+    std::fs::write(repo.join("refs/main"), "0123abcd").unwrap();
+    std::fs::write(snapshot.join("train-00000-of-00001.parquet"), "abc").unwrap();
+    let data = dir.path().join("data");
+    let error = error_of(
+        lsr()
+            .args(["data", "fetch", "nanobeir/scifact", "--data-root"])
+            .arg(&data)
+            .env("HF_HOME", dir.path().join("hf"))
+            .env("HF_HUB_OFFLINE", "1"),
+    );
+    assert!(
+        error.contains("expected md5 9f82bfc70f9b7d7f0275fb6b8ee38876")
+            && error.contains("got md5 900150983cd24fb0d6963f7d28e17f72, 3 bytes"),
+        "{error}"
+    );
+    let installed: Vec<_> = walk(&data);
+    assert!(
+        installed.iter().all(|p| !p.ends_with(".parquet")),
+        "{installed:?}"
+    );
+}
+
+fn walk(dir: &std::path::Path) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .flat_map(|e| match e.path().is_dir() {
+            true => walk(&e.path()),
+            false => vec![e.path().display().to_string()],
+        })
+        .collect()
+}

@@ -1,11 +1,13 @@
 //! `lsr data fetch`: downloads a data set's standard files from their canonical public
-//! locations into the data root, then checks what it got (the files parse, the number of
-//! evaluated queries is the published one). Offline, or when a download fails, the error names
-//! every file expected, where it goes and where it comes from.
+//! locations into the data root, each checked against its published md5 while it streams and
+//! refused before anything is installed if it differs, then checks what it got (the files
+//! parse, the number of evaluated queries is the published one). Offline, or when a download
+//! fails, the error names every file expected, where it goes and where it comes from.
 
-use std::io::Read;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
+use crate::checksums::{self, Digests, Hashing, Installed};
 use crate::datasets::Dataset;
 use crate::error::{DataError, Result};
 
@@ -152,9 +154,17 @@ pub fn expected_queries(dataset: &str) -> Option<usize> {
     }
 }
 
+/// The lock a fetch holds on its data root, so that two fetches never install the same file.
+const FETCH_LOCK: &str = ".fetch.lock";
+
 /// Fetches what is missing, then verifies every set; returns `(name, evaluated queries)`.
 pub fn fetch(name: &str, root: &Path, offline: bool) -> Result<Vec<(String, usize)>> {
-    for download in plan(name)? {
+    let plan = plan(name)?;
+    let _lock = match offline {
+        true => None,
+        false => Some(lsr_files::OutputLock::acquire(root, FETCH_LOCK)?),
+    };
+    for download in plan {
         if download
             .destinations()
             .iter()
@@ -165,17 +175,48 @@ pub fn fetch(name: &str, root: &Path, offline: bool) -> Result<Vec<(String, usiz
         if offline {
             return Err(missing(&download, root, "offline"));
         }
-        let fetched = match &download {
-            Download::HubDataset { repo, file, dest } => hub_file(repo, file, &root.join(dest)),
-            Download::Url { url, payload } => get(url, root).and_then(|archive| {
-                let result = install(&archive, payload, root);
-                let _ = std::fs::remove_file(&archive);
-                result
-            }),
+        let url = download.origin();
+        let fetch_error = |e: DataError| missing(&download, root, &e.to_string());
+        // The download, whether it is a temporary copy to remove, and what it holds.
+        let (source, temporary, digests, payload) = match &download {
+            Download::HubDataset { repo, file, dest } => {
+                let cached = hub_file(repo, file).map_err(fetch_error)?;
+                let digests = checksums::digest_file(&cached)?;
+                (cached, false, digests, Payload::File(dest.clone()))
+            }
+            Download::Url { url, payload } => {
+                let (archive, digests) = get(url, root).map_err(fetch_error)?;
+                (archive, true, digests, payload.clone())
+            }
         };
-        fetched.map_err(|e| missing(&download, root, &e.to_string()))?;
+        let installed = checksums::check(&url, &source, &digests)
+            .and_then(|()| install(&source, &payload, root));
+        if temporary {
+            let _ = std::fs::remove_file(&source);
+        }
+        let record = installed?
+            .into_iter()
+            .map(|(dest, got)| {
+                let entry = Installed {
+                    sha256: got.sha256,
+                    size: got.size,
+                    source: url.clone(),
+                    source_md5: digests.md5.clone(),
+                };
+                (dest, entry)
+            })
+            .collect();
+        checksums::record_installed(root, record)?;
     }
     verify(name, root)
+}
+
+/// Re-hashes the files of `name` that a fetch installed against their record; returns how
+/// many matched and how many files the set has (the rest were put in place by hand).
+pub fn verify_installed(name: &str, root: &Path) -> Result<(usize, usize)> {
+    let plan = plan(name)?;
+    let files: Vec<&Path> = plan.iter().flat_map(|d| d.destinations()).collect();
+    Ok((checksums::verify_installed(root, &files)?, files.len()))
 }
 
 /// Parses every set of `name` under `root` and checks its number of evaluated queries.
@@ -216,52 +257,63 @@ fn missing(download: &Download, root: &Path, why: &str) -> DataError {
     }
 }
 
-/// Downloads `url` into a temporary file under `root`.
-fn get(url: &str, root: &Path) -> Result<PathBuf> {
+/// Downloads `url` into a temporary file under `root`, hashing it as it arrives.
+fn get(url: &str, root: &Path) -> Result<(PathBuf, Digests)> {
     let io = |source| DataError::io(root, source);
     std::fs::create_dir_all(root).map_err(io)?;
     let response = ureq::get(url)
         .call()
         .map_err(|e| io(std::io::Error::other(e)))?;
     let mut body = response.into_body();
-    let (mut file, path) = tempfile::NamedTempFile::new_in(root)
+    let (file, path) = tempfile::NamedTempFile::new_in(root)
         .map_err(io)?
         .keep()
         .map_err(|e| io(e.error))?;
-    std::io::copy(&mut body.as_reader(), &mut file).map_err(io)?;
-    Ok(path)
+    let mut hashing = Hashing::new(std::io::BufWriter::new(file));
+    let copied = std::io::copy(&mut body.as_reader(), &mut hashing).and_then(|_| hashing.flush());
+    if let Err(error) = copied {
+        let _ = std::fs::remove_file(&path);
+        return Err(io(error));
+    }
+    Ok((path, hashing.finish().1))
 }
 
-fn hub_file(repo: &str, file: &str, dest: &Path) -> Result<()> {
-    let io = |source| DataError::io(dest, source);
+/// A file of a hub dataset, from the hub cache (downloaded into it if missing).
+fn hub_file(repo: &str, file: &str) -> Result<PathBuf> {
+    let hub_error = |e: &dyn std::fmt::Display| DataError::Invalid(e.to_string());
     let api = hf_hub::api::sync::ApiBuilder::from_env()
         .build()
-        .map_err(|e| io(std::io::Error::other(e)))?;
-    let cached = api
-        .dataset(repo.to_string())
+        .map_err(|e| hub_error(&e))?;
+    api.dataset(repo.to_string())
         .get(file)
-        .map_err(|e| io(std::io::Error::other(e)))?;
-    std::fs::create_dir_all(dest.parent().unwrap_or(Path::new("."))).map_err(io)?;
-    std::fs::copy(&cached, dest).map_err(io)?;
-    Ok(())
+        .map_err(|e| hub_error(&e))
 }
 
 /// Extracts the payload's members of `archive` to their places under `root`; every member
-/// must be found.
-pub fn install(archive: &Path, payload: &Payload, root: &Path) -> Result<()> {
+/// must be found. Returns each installed file (relative to `root`) with its digests.
+pub fn install(archive: &Path, payload: &Payload, root: &Path) -> Result<Vec<(PathBuf, Digests)>> {
     let io = |path: &Path, source| DataError::io(path, source);
     let open = || std::fs::File::open(archive).map_err(|e| io(archive, e));
-    let write = |dest: &Path, reader: &mut dyn Read| {
-        lsr_files::write_atomically(&root.join(dest), |out| std::io::copy(reader, out).map(drop))
+    let mut installed = Vec::new();
+    let mut write = |dest: &Path, reader: &mut dyn Read| -> Result<()> {
+        let mut got = None;
+        lsr_files::write_atomically(&root.join(dest), |out| {
+            let mut hashing = Hashing::new(out);
+            std::io::copy(reader, &mut hashing)?;
+            got = Some(hashing.finish().1);
+            Ok(())
+        })?;
+        installed.push((
+            dest.to_path_buf(),
+            got.expect("set when the write succeeded"),
+        ));
+        Ok(())
     };
     let matches =
         |name: &str, member: &str| name == member || name.ends_with(&format!("/{member}"));
     let mut found = Vec::new();
     match payload {
-        Payload::File(dest) => {
-            write(dest, &mut open()?)?;
-            Ok(())
-        }
+        Payload::File(dest) => write(dest, &mut open()?)?,
         Payload::TarGz(members) => {
             let mut tar = tar::Archive::new(flate2::read::GzDecoder::new(open()?));
             for entry in tar.entries().map_err(|e| io(archive, e))? {
@@ -276,7 +328,7 @@ pub fn install(archive: &Path, payload: &Payload, root: &Path) -> Result<()> {
                     found.push(member.clone());
                 }
             }
-            check_found(archive, members, &found)
+            check_found(archive, members, &found)?
         }
         Payload::Zip(members) => {
             let mut zip =
@@ -294,9 +346,10 @@ pub fn install(archive: &Path, payload: &Payload, root: &Path) -> Result<()> {
                     found.push(member.clone());
                 }
             }
-            check_found(archive, members, &found)
+            check_found(archive, members, &found)?
         }
     }
+    Ok(installed)
 }
 
 fn check_found(archive: &Path, members: &[(String, PathBuf)], found: &[String]) -> Result<()> {

@@ -3,6 +3,7 @@
 //! files, downloads from the canonical locations with verification, and the offline miniature's
 //! synthetic retrieval task. Evaluation (`lsr-eval`) and training data readers build on it.
 
+pub mod checksums;
 pub mod datasets;
 pub mod error;
 pub mod fetch;

@@ -3,7 +3,7 @@
 //! | file | written by | meaning |
 //! |---|---|---|
 //! | `config.toml`, `train.csv`, `status.json` | training | see `status` and `lsr-train` |
-//! | `cell.json` | the matrix, first | backbone, k, git commit, crate versions, device |
+//! | `cell.json` | the matrix, first | backbone, k, checkpoint and its hub commit, git commit, crate versions, device |
 //! | `eval/<dataset>/` | evaluation | vectors, run, metrics, per-query metrics |
 //! | `metrics.json` | the matrix, last | every data set's report: the cell is done (or, after a collapse, evaluated) |
 //! | `failure.json` | the matrix | the error that stopped the cell (removed when retried) |
@@ -52,6 +52,9 @@ pub struct CellInfo {
     pub backbone: String,
     pub k: f64,
     pub checkpoint: String,
+    /// The hub commit `checkpoint` resolved to, for a hub id (pin it with `id@commit`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint_revision: Option<String>,
     pub git_commit: Option<String>,
     pub lsr_version: String,
     pub burn_version: String,

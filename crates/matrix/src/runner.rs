@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use lsr_backbone::{Backbone, RescaleMode, parse_device};
+use lsr_backbone::{Backbone, Checkpoint, RescaleMode, parse_device};
 use lsr_data::Dataset;
 use lsr_eval::Measure;
 use lsr_eval::pipeline::{DatasetReport, evaluate_dataset};
@@ -121,11 +121,15 @@ pub fn run_cells(matrix: &Matrix, options: &RunOptions) -> Result<Vec<(String, C
 fn run_cell(matrix: &Matrix, cell: &Cell) -> Result<CellState> {
     std::fs::create_dir_all(cell.dir()).map_err(|e| MatrixError::io(cell.dir(), e))?;
     let device = parse_device(matrix.device.as_deref())?;
+    let checkpoint = &cell.config.model.checkpoint;
+    let revision = Checkpoint::resolve(checkpoint)?.revision;
+    check_same_revision(cell, revision.as_deref())?;
     let info = CellInfo {
         id: cell.id.clone(),
         backbone: cell.backbone.clone(),
         k: cell.k,
-        checkpoint: cell.config.model.checkpoint.clone(),
+        checkpoint: checkpoint.clone(),
+        checkpoint_revision: revision,
         git_commit: git_commit(),
         lsr_version: env!("CARGO_PKG_VERSION").into(),
         burn_version: BURN_VERSION.into(),
@@ -145,6 +149,27 @@ fn run_cell(matrix: &Matrix, cell: &Cell) -> Result<CellState> {
     let metrics = evaluate(&matrix.eval, &model, &device, &cell.dir().join("eval"))?;
     write_json(&cell.dir().join(METRICS), &metrics)?;
     Ok(state)
+}
+
+/// A cell resumed on a hub checkpoint that has moved since it started would mix two models.
+fn check_same_revision(cell: &Cell, now: Option<&str>) -> Result<()> {
+    let path = cell.dir().join(INFO);
+    let then = std::fs::read(&path)
+        .ok()
+        .and_then(|bytes| serde_json::from_slice::<CellInfo>(&bytes).ok())
+        .and_then(|info| info.checkpoint_revision);
+    match (then, now) {
+        (Some(then), Some(now)) if then != now => Err(MatrixError::Spec {
+            message: format!(
+                "the cell started on {} at commit {then}, which now resolves to {now}; pin the \
+                 commit (`checkpoint = \"<id>@{then}\"`) or rerun the cell with --force",
+                cell.config.model.checkpoint
+            ),
+            path,
+            line: None,
+        }),
+        _ => Ok(()),
+    }
 }
 
 /// Evaluates the trained model (its head already rescaled, so k = 1) on every data set.

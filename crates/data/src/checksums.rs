@@ -1,0 +1,263 @@
+//! Checked downloads: the published md5 and size of every file `lsr data fetch` downloads
+//! (`checksums.tsv`, with its sources), a writer that hashes what streams through it, and the
+//! record of what was installed (`<data root>/.lsr-installed.json`: each file's sha256 and the
+//! verified download it came from), which `lsr data verify` checks the files against.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use md5::{Digest, Md5};
+use serde::{Deserialize, Serialize};
+use sha2::Sha256;
+
+use crate::error::{DataError, Result};
+
+const TABLE: &str = include_str!("../checksums.tsv");
+pub const INSTALLED: &str = ".lsr-installed.json";
+
+/// What a publisher records of a file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Pinned {
+    pub md5: String,
+    pub size: Option<u64>,
+}
+
+/// The pinned digest of `url`, if the table has one.
+pub fn pinned(url: &str) -> Option<Pinned> {
+    TABLE
+        .lines()
+        .filter(|line| !line.starts_with('#') && !line.is_empty())
+        .filter_map(|line| {
+            let mut fields = line.split('\t');
+            Some((fields.next()?, fields.next()?, fields.next()?))
+        })
+        .find(|(u, _, _)| *u == url)
+        .map(|(_, md5, size)| Pinned {
+            md5: md5.to_string(),
+            size: size.parse().ok(),
+        })
+}
+
+/// A writer that hashes (md5 and sha256) and counts what it passes on.
+pub struct Hashing<W> {
+    inner: W,
+    md5: Md5,
+    sha256: Sha256,
+    size: u64,
+}
+
+/// What streamed through a [`Hashing`] writer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Digests {
+    pub md5: String,
+    pub sha256: String,
+    pub size: u64,
+}
+
+impl<W: Write> Hashing<W> {
+    pub fn new(inner: W) -> Self {
+        Self {
+            inner,
+            md5: Md5::new(),
+            sha256: Sha256::new(),
+            size: 0,
+        }
+    }
+
+    pub fn finish(self) -> (W, Digests) {
+        let digests = Digests {
+            md5: hex(&self.md5.finalize()),
+            sha256: hex(&self.sha256.finalize()),
+            size: self.size,
+        };
+        (self.inner, digests)
+    }
+}
+
+impl<W: Write> Write for Hashing<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let written = self.inner.write(buf)?;
+        self.md5.update(&buf[..written]);
+        self.sha256.update(&buf[..written]);
+        self.size += written as u64;
+        Ok(written)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The digests of a file on disk, read once.
+pub fn digest_file(path: &Path) -> Result<Digests> {
+    let mut file = std::fs::File::open(path).map_err(|e| DataError::io(path, e))?;
+    let mut hashing = Hashing::new(std::io::sink());
+    std::io::copy(&mut file, &mut hashing).map_err(|e| DataError::io(path, e))?;
+    Ok(hashing.finish().1)
+}
+
+/// Refuses a download (at `path`) whose size or md5 is not the published one, or whose URL has
+/// no pinned digest.
+pub fn check(url: &str, path: &Path, got: &Digests) -> Result<()> {
+    let Some(pinned) = pinned(url) else {
+        return Err(DataError::File {
+            path: path.to_path_buf(),
+            message: format!("no checksum is pinned for {url} (crates/data/checksums.tsv)"),
+        });
+    };
+    let size_differs = pinned.size.is_some_and(|size| size != got.size);
+    if size_differs || pinned.md5 != got.md5 {
+        let size = pinned
+            .size
+            .map(|s| format!(", {s} bytes"))
+            .unwrap_or_default();
+        return Err(DataError::File {
+            path: path.to_path_buf(),
+            message: format!(
+                "{url} is not the published file: expected md5 {}{size}, got md5 {}, {} bytes \
+                 (a truncated, changed or tampered download; nothing was installed)",
+                pinned.md5, got.md5, got.size
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// One installed file: its sha256 when installed and the verified download it came from.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Installed {
+    pub sha256: String,
+    pub size: u64,
+    pub source: String,
+    pub source_md5: String,
+}
+
+/// `<root>/.lsr-installed.json`: data-root-relative path → what was installed there.
+pub fn read_installed(root: &Path) -> Result<BTreeMap<PathBuf, Installed>> {
+    let path = root.join(INSTALLED);
+    match std::fs::read(&path) {
+        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| DataError::File {
+            path: path.clone(),
+            message: format!("not a record of installed files: {e}"),
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(BTreeMap::new()),
+        Err(e) => Err(DataError::io(&path, e)),
+    }
+}
+
+/// Adds `files` to the record (the caller holds the data root's lock).
+pub fn record_installed(root: &Path, files: Vec<(PathBuf, Installed)>) -> Result<()> {
+    let mut installed = read_installed(root)?;
+    installed.extend(files);
+    Ok(lsr_files::write_json(&root.join(INSTALLED), &installed)?)
+}
+
+/// Re-hashes each recorded file among `files` (data-root-relative); returns how many were
+/// recorded and matched. A recorded file that changed is an error naming both digests.
+pub fn verify_installed(root: &Path, files: &[&Path]) -> Result<usize> {
+    let installed = read_installed(root)?;
+    let mut matched = 0;
+    for file in files {
+        let Some(record) = installed.get(*file) else {
+            continue;
+        };
+        let path = root.join(file);
+        let now = digest_file(&path)?;
+        if now.sha256 != record.sha256 || now.size != record.size {
+            return Err(DataError::File {
+                path,
+                message: format!(
+                    "changed since it was installed from {}: sha256 then {} ({} bytes), now {} \
+                     ({} bytes)",
+                    record.source, record.sha256, record.size, now.sha256, now.size
+                ),
+            });
+        }
+        matched += 1;
+    }
+    Ok(matched)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_table_pins_every_download_of_every_named_set() {
+        for name in ["msmarco-dev", "trec-dl-2019", "beir-13", "nanobeir-13"] {
+            for download in crate::fetch::plan(name).unwrap() {
+                let url = download.origin();
+                let pinned = pinned(&url).unwrap_or_else(|| panic!("{url} is not pinned"));
+                assert_eq!(pinned.md5.len(), 32, "{url}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_download_that_is_not_the_published_file_is_refused_with_both_digests() {
+        let url = "https://trec.nist.gov/data/deep/2019qrels-pass.txt";
+        let truncated = Digests {
+            md5: "900150983cd24fb0d6963f7d28e17f72".into(),
+            sha256: String::new(),
+            size: 3,
+        };
+        let error = check(url, Path::new("dl.tmp"), &truncated)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("expected md5 2f4be390198da108f6845c822e5ada14, 187092 bytes")
+                && error.contains("got md5 900150983cd24fb0d6963f7d28e17f72, 3 bytes"),
+            "{error}"
+        );
+        let error = check("https://example.org/x", Path::new("x"), &truncated).unwrap_err();
+        assert!(
+            error.to_string().contains("no checksum is pinned"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn verify_finds_an_installed_file_that_changed_and_skips_unrecorded_ones() {
+        let root = tempfile::tempdir().unwrap();
+        let file = Path::new("beir/x/corpus.jsonl");
+        std::fs::create_dir_all(root.path().join("beir/x")).unwrap();
+        std::fs::write(root.path().join(file), "abc").unwrap();
+        let got = digest_file(&root.path().join(file)).unwrap();
+        let entry = Installed {
+            sha256: got.sha256,
+            size: got.size,
+            source: "https://example.org/x.zip".into(),
+            source_md5: "00".into(),
+        };
+        record_installed(root.path(), vec![(file.to_path_buf(), entry)]).unwrap();
+        let by_hand = Path::new("beir/x/queries.jsonl");
+        assert_eq!(verify_installed(root.path(), &[file, by_hand]).unwrap(), 1);
+        std::fs::write(root.path().join(file), "abd").unwrap();
+        let error = verify_installed(root.path(), &[file])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("changed since it was installed from https://example.org/x.zip"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn hashing_gives_the_known_digests() {
+        let mut hashing = Hashing::new(Vec::new());
+        hashing.write_all(b"abc").unwrap();
+        let (bytes, digests) = hashing.finish();
+        assert_eq!(bytes, b"abc");
+        assert_eq!(digests.md5, "900150983cd24fb0d6963f7d28e17f72");
+        assert_eq!(
+            digests.sha256,
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        assert_eq!(digests.size, 3);
+    }
+}
