@@ -47,8 +47,14 @@ pub fn write_checkpoint(
         ] {
             let from = tokenizer_dir.join(file);
             if file == "tokenizer.json" || from.exists() {
-                std::fs::copy(&from, staging.join(file))
-                    .map_err(|e| BackboneError::io(&from, e))?;
+                let to = staging.join(file);
+                std::fs::copy(&from, &to).map_err(|e| {
+                    BackboneError::Checkpoint(format!(
+                        "copying {} to {}: {e}",
+                        from.display(),
+                        to.display()
+                    ))
+                })?;
             }
         }
         Ok(())
@@ -91,11 +97,9 @@ pub(crate) fn write_safetensors(model: &MaskedLm, names: &TensorNames, path: &Pa
         })
         .collect::<Vec<_>>();
     let metadata = HashMap::from([("format".to_string(), "pt".to_string())]);
-    safetensors::serialize_to_file(views, Some(metadata), path).map_err(|e| {
-        BackboneError::Corrupt {
-            path: path.to_path_buf(),
-            message: e.to_string(),
-        }
+    safetensors::serialize_to_file(views, Some(metadata), path).map_err(|e| match e {
+        safetensors::SafeTensorError::IoError(io) => BackboneError::io(path, io),
+        other => BackboneError::Checkpoint(format!("{}: cannot write: {other}", path.display())),
     })
 }
 

@@ -1,6 +1,6 @@
 //! `lsr evaluate` on the pytrec_eval fixture: the means equal the mean of pytrec_eval's
 //! per-query values. `lsr eval` on tiny BEIR sets: what `metrics.json` records, and that it
-//! agrees with `lsr evaluate -c` on the run it wrote.
+//! agrees with `lsr evaluate -c` on the run it wrote, and what a full disk leaves.
 
 mod common;
 
@@ -90,13 +90,7 @@ fn beir_set(root: &Path, name: &str, corpus: &str, queries: &str, qrels: &str) {
 /// `lsr eval` of the BERT fixture on `beir/<name>` under `root`; its `metrics.json`.
 fn eval(root: &Path, name: &str) -> serde_json::Value {
     let out = root.join("out");
-    let status = lsr()
-        .args(["eval", "--checkpoint", &fixture("bert")])
-        .args(["--dataset", &format!("beir/{name}")])
-        .args(["--data-root", root.to_str().unwrap()])
-        .args(["--output", out.to_str().unwrap()])
-        .output()
-        .unwrap();
+    let status = eval_into(root, name, &out);
     assert!(
         status.status.success(),
         "{}",
@@ -104,6 +98,67 @@ fn eval(root: &Path, name: &str) -> serde_json::Value {
     );
     let metrics = out.join(format!("beir_{name}/metrics.json"));
     serde_json::from_str(&std::fs::read_to_string(metrics).unwrap()).unwrap()
+}
+
+/// `lsr eval` of the BERT fixture on `beir/<name>` under `root`, into `out`.
+fn eval_into(root: &Path, name: &str, out: &Path) -> std::process::Output {
+    lsr()
+        .args(["eval", "--checkpoint", &fixture("bert")])
+        .args(["--dataset", &format!("beir/{name}")])
+        .args(["--data-root", root.to_str().unwrap()])
+        .args(["--output", out.to_str().unwrap()])
+        .output()
+        .unwrap()
+}
+
+/// Every result file under `dir` (not the lock, which holds the last holder's pid) with its
+/// length and a hash of its bytes.
+fn files(dir: &Path) -> Vec<(std::path::PathBuf, usize, u64)> {
+    use std::hash::{DefaultHasher, Hash, Hasher};
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            found.extend(files(&path));
+        } else if !path.ends_with(".eval.lock") {
+            let bytes = std::fs::read(&path).unwrap();
+            let mut hasher = DefaultHasher::new();
+            bytes.hash(&mut hasher);
+            found.push((path, bytes.len(), hasher.finish()));
+        }
+    }
+    found.sort();
+    found
+}
+
+/// `lsr eval` again onto a full disk: a clear error, and the previous evaluation's files
+/// (vectors, run, metrics) exactly as they were, with nothing half-written beside them.
+/// (Needs root to mount a small tmpfs.)
+#[test]
+fn a_full_disk_during_eval_leaves_the_previous_evaluation() {
+    let Some(disk) = lsr_files::small_disk::SmallDisk::mount(4 << 20) else {
+        return;
+    };
+    let root = tempfile::tempdir().unwrap();
+    beir_set(
+        root.path(),
+        "mini",
+        "{\"_id\": \"a\", \"text\": \"paris is the capital\"}\n{\"_id\": \"b\", \"text\": \"eggs\"}\n",
+        "{\"_id\": \"q\", \"text\": \"capital of france\"}\n",
+        "q\ta\t1\n",
+    );
+    let out = disk.path().join("eval");
+    assert!(eval_into(root.path(), "mini", &out).status.success());
+    let before = files(&out);
+    disk.fill(0);
+    let failed = eval_into(root.path(), "mini", &out);
+    let stderr = String::from_utf8_lossy(&failed.stderr);
+    assert_eq!(failed.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("No space left on device") && stderr.contains(out.to_str().unwrap()),
+        "{stderr}"
+    );
+    assert_eq!(files(&out), before);
 }
 
 /// `lsr evaluate --json` of `run` against `qrels`, with `extra` arguments.

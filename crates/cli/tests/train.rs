@@ -1,6 +1,6 @@
 //! `lsr train` and `lsr export` as a user runs them: a real SIGKILL and `--resume`, SIGTERM
 //! (a checkpoint at the next step, exit code 75) and `--resume`, two processes on one output,
-//! the collapse exit code, an exported checkpoint read back by `lsr encode`.
+//! a full disk, the collapse exit code, an exported checkpoint read back by `lsr encode`.
 
 mod common;
 
@@ -8,6 +8,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::{fixture, lsr};
+use lsr_files::small_disk::SmallDisk;
 
 fn write_cell(dir: &Path, steps: usize, checkpoint_every: usize) -> std::path::PathBuf {
     let cell = format!(
@@ -100,6 +101,96 @@ fn a_run_killed_with_sigkill_resumes_to_the_weights_of_an_uninterrupted_run() {
     );
     assert_eq!(
         logged_steps(&killed.join("out")),
+        (1..=STEPS).collect::<Vec<_>>()
+    );
+}
+
+/// A disk that fills up during a run: the checkpoint that did not fit leaves nothing behind, the
+/// error names the file and the cause, the last complete checkpoint is intact, and once there
+/// is room again `--resume` reaches the weights of an uninterrupted run. An export onto the full
+/// disk fails the same way and leaves no directory. (Needs root to mount a small tmpfs.)
+#[test]
+fn a_full_disk_keeps_the_last_checkpoint_and_resume_continues_from_it() {
+    let Some(disk) = SmallDisk::mount(16 << 20) else {
+        return;
+    };
+    const STEPS: usize = 100;
+    let dir = tempfile::tempdir().unwrap();
+    let cell = write_cell(dir.path(), STEPS, 20);
+    lsr()
+        .args(["train", "--config"])
+        .arg(&cell)
+        .assert()
+        .success();
+
+    let cell = write_cell(disk.path(), STEPS, 20);
+    let checkpoints = disk.path().join("out/checkpoints");
+    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("lsr"))
+        .args(["train", "--config"])
+        .arg(&cell)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while !checkpoints.join("step-00000020").is_dir() {
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "no checkpoint"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // Room for the log's rows, not for the next checkpoint.
+    disk.fill(64 << 10);
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("No space left on device"), "{stderr}");
+    let mut kept: Vec<String> = std::fs::read_dir(&checkpoints)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    kept.sort();
+    assert!(
+        kept.iter().all(|name| !name.ends_with(".partial")),
+        "{kept:?}"
+    );
+    let status = lsr_files::StatusFile::read(&disk.path().join("out"))
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        kept.last().unwrap(),
+        &format!("step-{:08}", status.step),
+        "{status:?}"
+    );
+
+    let export = disk.path().join("exported");
+    disk.free();
+    disk.fill(0);
+    let failed = lsr()
+        .args(["export"])
+        .arg(checkpoints.join(kept.last().unwrap()))
+        .arg(&export)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&failed.stderr);
+    assert_eq!(failed.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("No space left on device"), "{stderr}");
+    assert!(!export.exists() && !export.with_extension("partial").exists());
+
+    disk.free();
+    lsr()
+        .args(["train", "--resume", "--config"])
+        .arg(&cell)
+        .assert()
+        .success();
+    let weights =
+        |root: &Path| std::fs::read(root.join("out/checkpoints/model/model.safetensors")).unwrap();
+    assert!(
+        weights(dir.path()) == weights(disk.path()),
+        "resumed weights differ"
+    );
+    assert_eq!(
+        logged_steps(&disk.path().join("out")),
         (1..=STEPS).collect::<Vec<_>>()
     );
 }

@@ -75,7 +75,7 @@ pub fn write_json(path: &Path, value: &impl serde::Serialize) -> Result<()> {
 
 /// Fills a fresh sibling `<out>.partial` directory with `fill`, then renames it to `out`,
 /// replacing what was there (callers that must not replace a finished result check first).
-/// A `.partial` left by an interrupted process is discarded.
+/// A failed fill removes its `.partial`; one left by a killed process is discarded.
 pub fn write_directory<E: From<FileError>>(
     out: &Path,
     fill: impl FnOnce(&Path) -> std::result::Result<(), E>,
@@ -85,7 +85,11 @@ pub fn write_directory<E: From<FileError>>(
         std::fs::remove_dir_all(&staging).map_err(|e| FileError::io(&staging, e))?;
     }
     std::fs::create_dir_all(&staging).map_err(|e| FileError::io(&staging, e))?;
-    fill(&staging)?;
+    if let Err(error) = fill(&staging) {
+        // On a full disk, what was staged holds the space a retry needs.
+        let _ = std::fs::remove_dir_all(&staging);
+        return Err(error);
+    }
     if out.exists() {
         std::fs::remove_dir_all(out).map_err(|e| FileError::io(out, e))?;
     }

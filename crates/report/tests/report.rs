@@ -135,3 +135,29 @@ fn figures_are_written_as_png_and_svg() {
         "the collapsed run is marked"
     );
 }
+
+/// A report written again onto a full disk: an error naming the file and the cause, and the
+/// previous report's files exactly as they were. (Needs root to mount a small tmpfs.)
+#[test]
+fn a_full_disk_keeps_the_previous_report() {
+    let Some(disk) = lsr_files::small_disk::SmallDisk::mount(8 << 20) else {
+        return;
+    };
+    results(disk.path());
+    let out = disk.path().join("report");
+    let parts = [Part::Table, Part::Losses, Part::Tradeoff];
+    let written = write_report(disk.path(), &out, &parts).unwrap();
+    let before: Vec<Vec<u8>> = written.iter().map(|p| std::fs::read(p).unwrap()).collect();
+    disk.fill(0);
+    let error = write_report(disk.path(), &out, &parts)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("No space left on device") && error.contains(out.to_str().unwrap()),
+        "{error}"
+    );
+    let after: Vec<Vec<u8>> = written.iter().map(|p| std::fs::read(p).unwrap()).collect();
+    assert!(before == after, "a report file changed");
+    let names = std::fs::read_dir(&out).unwrap().count();
+    assert_eq!(names, written.len(), "a stray file beside the report");
+}

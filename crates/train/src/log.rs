@@ -71,7 +71,8 @@ impl TrainLog {
         }
         let mut text = kept.join("\n");
         text.push('\n');
-        std::fs::write(path, text).map_err(io)?;
+        // Atomic: a disk that fills while the log is rewritten must not cost its history.
+        lsr_files::write_bytes(path, text.as_bytes())?;
         let file = std::fs::OpenOptions::new()
             .append(true)
             .open(path)
