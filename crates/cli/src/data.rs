@@ -52,7 +52,8 @@ struct MiniatureSpec {
 
 #[derive(Args)]
 pub struct FetchArgs {
-    /// msmarco-dev, trec-dl-2019, beir/<name>, beir-13, nanobeir/<name>, nanobeir-13.
+    /// msmarco-dev, trec-dl-2019, trec-dl-2020, beir/<name>, beir-13, nanobeir/<name>,
+    /// nanobeir-13, or ir_datasets ids (msmarco-passage/dev/small, beir/<name>/test, …).
     #[arg(required = true)]
     names: Vec<String>,
     #[arg(long, default_value = "data")]

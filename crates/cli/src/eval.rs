@@ -17,7 +17,8 @@ use crate::model::ModelArgs;
 pub struct EvalArgs {
     #[command(flatten)]
     model: ModelArgs,
-    /// msmarco-dev, trec-dl-2019, beir/<name>, beir-13 (repeatable).
+    /// msmarco-dev, trec-dl-2019, trec-dl-2020, beir/<name>, beir-13, nanobeir/<name>,
+    /// nanobeir-13, or ir_datasets ids (repeatable).
     #[arg(long = "dataset", required = true)]
     datasets: Vec<String>,
     /// Where the data sets' standard files are (see README.md, Data).

@@ -189,7 +189,13 @@ mod tests {
 
     #[test]
     fn the_table_pins_every_download_of_every_named_set() {
-        for name in ["msmarco-dev", "trec-dl-2019", "beir-13", "nanobeir-13"] {
+        for name in [
+            "msmarco-dev",
+            "trec-dl-2019",
+            "trec-dl-2020",
+            "beir-13",
+            "nanobeir-13",
+        ] {
             for download in crate::fetch::plan(name).unwrap() {
                 let url = download.origin();
                 let pinned = pinned(&url).unwrap_or_else(|| panic!("{url} is not pinned"));

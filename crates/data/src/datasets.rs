@@ -3,9 +3,12 @@
 //! | name | files (under the root) | binary relevance |
 //! |---|---|---|
 //! | `msmarco-dev` | `msmarco/collection.tsv`, `msmarco/queries.dev.small.tsv`, `msmarco/qrels.dev.small.tsv` (and `msmarco/queries.dev.tsv` for FLOPs, if present) | grade ≥ 1 |
-//! | `trec-dl-2019` | `msmarco/collection.tsv`, `trec-dl-2019/msmarco-test2019-queries.tsv`, `trec-dl-2019/2019qrels-pass.txt` | grade ≥ 2 (nDCG graded) |
+//! | `trec-dl-2019`, `trec-dl-2020` | `msmarco/collection.tsv`, `trec-dl-<year>/msmarco-test<year>-queries.tsv`, `trec-dl-<year>/<year>qrels-pass.txt` | grade ≥ 2 (nDCG graded) |
 //! | `beir/<name>` | `beir/<name>/corpus.jsonl`, `queries.jsonl`, `qrels/test.tsv` | grade ≥ 1 |
 //! | `nanobeir/<name>` | `nanobeir/Nano<Name>/{corpus,queries,qrels}/*.parquet` (the HF layout) | binary qrels |
+//!
+//! ir_datasets' ids are accepted for the same sets ([`IR_DATASETS`]: `msmarco-passage/dev/small`,
+//! `beir/<name>/test`, `nano-beir/<name>`, …); results keep lsr's names.
 //!
 //! Each file may also be gzipped (`.gz` appended). BEIR documents are `title + " " + text`;
 //! BEIR queries are limited to those with judgements, and a hit whose document id equals the
@@ -81,6 +84,54 @@ pub struct Dataset {
     pub flops_queries: Option<PathBuf>,
 }
 
+/// ir_datasets' ids of the sets lsr reads, and lsr's names for them. BEIR sets that
+/// ir_datasets splits are `beir/<name>/test` (handled by rule, with the sets it names bare);
+/// Touché is its `v2`, the zip BEIR serves now.
+pub const IR_DATASETS: [(&str, &str); 6] = [
+    ("msmarco-passage/dev/small", "msmarco-dev"),
+    ("msmarco-passage/trec-dl-2019/judged", "trec-dl-2019"),
+    ("msmarco-passage/trec-dl-2019", "trec-dl-2019"),
+    ("msmarco-passage/trec-dl-2020/judged", "trec-dl-2020"),
+    ("msmarco-passage/trec-dl-2020", "trec-dl-2020"),
+    ("beir/webis-touche2020/v2", "beir/webis-touche2020"),
+];
+
+/// ir_datasets' NanoBEIR ids (`nano-beir/<id>`) and the HF names lsr uses.
+const NANO_BEIR_IDS: [(&str, &str); 13] = [
+    ("arguana", "NanoArguAna"),
+    ("climate-fever", "NanoClimateFEVER"),
+    ("dbpedia-entity", "NanoDBPedia"),
+    ("fever", "NanoFEVER"),
+    ("fiqa", "NanoFiQA2018"),
+    ("hotpotqa", "NanoHotpotQA"),
+    ("msmarco", "NanoMSMARCO"),
+    ("nfcorpus", "NanoNFCorpus"),
+    ("nq", "NanoNQ"),
+    ("quora", "NanoQuoraRetrieval"),
+    ("scidocs", "NanoSCIDOCS"),
+    ("scifact", "NanoSciFact"),
+    ("webis-touche2020", "NanoTouche2020"),
+];
+
+/// lsr's name for an ir_datasets id; other names are returned as they are.
+pub fn from_ir_datasets(name: &str) -> String {
+    if let Some((_, lsr)) = IR_DATASETS.iter().find(|(id, _)| *id == name) {
+        return lsr.to_string();
+    }
+    if let Some(id) = name.strip_prefix("nano-beir/")
+        && let Some((_, set)) = NANO_BEIR_IDS.iter().find(|(i, _)| *i == id)
+    {
+        return format!("nanobeir/{set}");
+    }
+    match name
+        .strip_prefix("beir/")
+        .and_then(|n| n.strip_suffix("/test"))
+    {
+        Some(set) if !set.contains('/') => format!("beir/{set}"),
+        _ => name.to_string(),
+    }
+}
+
 /// The HF name of a NanoBEIR set, given with or without its `Nano` prefix, in any case.
 fn nanobeir_name(requested: &str) -> Result<&'static str> {
     NANOBEIR_13
@@ -104,10 +155,11 @@ impl Dataset {
     pub fn members(name: &str) -> Result<Vec<String>> {
         let prefixed =
             |prefix: &str, sets: &[&str]| sets.iter().map(|d| format!("{prefix}/{d}")).collect();
-        match name {
+        let name = from_ir_datasets(name);
+        match name.as_str() {
             "beir-13" => Ok(prefixed("beir", &BEIR_13)),
             "nanobeir-13" => Ok(prefixed("nanobeir", &NANOBEIR_13)),
-            "msmarco-dev" | "trec-dl-2019" => Ok(vec![name.into()]),
+            "msmarco-dev" | "trec-dl-2019" | "trec-dl-2020" => Ok(vec![name]),
             other => match (other.strip_prefix("nanobeir/"), other.strip_prefix("beir/")) {
                 (Some(requested), _) => {
                     nanobeir_name(requested).map(|set| vec![format!("nanobeir/{set}")])
@@ -115,7 +167,9 @@ impl Dataset {
                 (_, Some(set)) if !set.is_empty() => Ok(vec![other.into()]),
                 _ => Err(DataError::Invalid(format!(
                     "unknown data set `{other}`; expected msmarco-dev, trec-dl-2019, \
-                     beir/<name>, beir-13, nanobeir/<name> or nanobeir-13"
+                     trec-dl-2020, beir/<name>, beir-13, nanobeir/<name> or nanobeir-13 (or \
+                     their ir_datasets ids: msmarco-passage/dev/small, \
+                     msmarco-passage/trec-dl-2019/judged, beir/<name>/test, nano-beir/<name>)"
                 ))),
             },
         }
@@ -145,17 +199,18 @@ impl Dataset {
                 // naver/splade's conf/flops/msmarco.yaml: p_q over all ~101k dev queries.
                 flops_queries: find(&msmarco, "queries.dev.tsv").ok(),
             },
-            "trec-dl-2019" => {
-                let dl = root.join("trec-dl-2019");
+            "trec-dl-2019" | "trec-dl-2020" => {
+                let year = &name["trec-dl-".len()..];
+                let dl = root.join(name);
                 Dataset {
                     name: name.into(),
                     corpus: find(&msmarco, "collection.tsv")?,
                     corpus_format: CorpusFormat::Tsv,
-                    queries: find(&dl, "msmarco-test2019-queries.tsv")?,
-                    qrels: find(&dl, "2019qrels-pass.txt")?,
+                    queries: find(&dl, &format!("msmarco-test{year}-queries.tsv"))?,
+                    qrels: find(&dl, &format!("{year}qrels-pass.txt"))?,
                     relevance_level: 2,
                     ignore_identical_ids: false,
-                    // 200 test queries, 43 judged: only the judged ones are evaluated.
+                    // 200 test queries, 43 (2019) or 54 (2020) judged: only those are evaluated.
                     judged_queries_only: true,
                     flops_queries: None,
                 }
@@ -459,6 +514,51 @@ mod tests {
         } else {
             std::fs::write(path, content).unwrap();
         }
+    }
+
+    #[test]
+    fn ir_datasets_ids_name_the_same_sets() {
+        let members = |name: &str| Dataset::members(name).unwrap();
+        assert_eq!(members("msmarco-passage/dev/small"), ["msmarco-dev"]);
+        assert_eq!(
+            members("msmarco-passage/trec-dl-2019/judged"),
+            ["trec-dl-2019"]
+        );
+        assert_eq!(
+            members("msmarco-passage/trec-dl-2020/judged"),
+            ["trec-dl-2020"]
+        );
+        assert_eq!(members("beir/scifact/test"), ["beir/scifact"]);
+        assert_eq!(members("beir/arguana"), ["beir/arguana"]);
+        assert_eq!(
+            members("beir/webis-touche2020/v2"),
+            ["beir/webis-touche2020"]
+        );
+        assert_eq!(
+            members("nano-beir/climate-fever"),
+            ["nanobeir/NanoClimateFEVER"]
+        );
+        assert_eq!(
+            members("nano-beir/webis-touche2020"),
+            ["nanobeir/NanoTouche2020"]
+        );
+        let error = Dataset::members("msmarco-passage/train").unwrap_err();
+        assert!(error.to_string().contains("ir_datasets ids"), "{error}");
+    }
+
+    #[test]
+    fn trec_dl_2020_reads_its_own_files_at_grade_2() {
+        let root = tempfile::tempdir().unwrap();
+        write(&root.path().join("msmarco/collection.tsv"), "0\tpassage\n");
+        let dl = root.path().join("trec-dl-2020");
+        write(&dl.join("msmarco-test2020-queries.tsv.gz"), "1\tq\n");
+        write(&dl.join("2020qrels-pass.txt"), "1 0 0 3\n");
+        let set = Dataset::resolve("trec-dl-2020", root.path())
+            .unwrap()
+            .remove(0);
+        assert_eq!(set.relevance_level, 2);
+        assert!(set.qrels.ends_with("trec-dl-2020/2020qrels-pass.txt"));
+        assert_eq!(set.queries_and_qrels().unwrap().0.len(), 1);
     }
 
     fn beir(root: &Path, corpus: &str, queries: &str, qrels: &str) -> Dataset {

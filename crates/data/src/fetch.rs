@@ -89,17 +89,22 @@ fn plan_one(name: &str) -> Vec<Download> {
     };
     match name {
         "msmarco-dev" => vec![msmarco()],
-        "trec-dl-2019" => vec![
-            msmarco(),
-            Download::Url {
-                url: format!("{MSMARCO}/msmarco-test2019-queries.tsv.gz"),
-                payload: Payload::File("trec-dl-2019/msmarco-test2019-queries.tsv.gz".into()),
-            },
-            Download::Url {
-                url: "https://trec.nist.gov/data/deep/2019qrels-pass.txt".into(),
-                payload: Payload::File("trec-dl-2019/2019qrels-pass.txt".into()),
-            },
-        ],
+        "trec-dl-2019" | "trec-dl-2020" => {
+            let year = &name["trec-dl-".len()..];
+            let queries = format!("msmarco-test{year}-queries.tsv.gz");
+            let qrels = format!("{year}qrels-pass.txt");
+            vec![
+                msmarco(),
+                Download::Url {
+                    url: format!("{MSMARCO}/{queries}"),
+                    payload: Payload::File(format!("{name}/{queries}").into()),
+                },
+                Download::Url {
+                    url: format!("https://trec.nist.gov/data/deep/{qrels}"),
+                    payload: Payload::File(format!("{name}/{qrels}").into()),
+                },
+            ]
+        }
         other => match other.strip_prefix("nanobeir/") {
             Some(set) => ["corpus", "queries", "qrels"]
                 .iter()
@@ -145,6 +150,7 @@ pub fn expected_queries(dataset: &str) -> Option<usize> {
     match dataset {
         "msmarco-dev" => Some(6980),
         "trec-dl-2019" => Some(43),
+        "trec-dl-2020" => Some(54),
         "nanobeir/NanoTouche2020" => Some(49),
         d if d.starts_with("nanobeir/") => Some(50),
         d => beir

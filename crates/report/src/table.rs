@@ -33,6 +33,7 @@ fn label(dataset: &str) -> String {
     match dataset {
         "msmarco-dev" => "MS MARCO MRR@10".into(),
         "trec-dl-2019" => "DL19 nDCG@10".into(),
+        "trec-dl-2020" => "DL20 nDCG@10".into(),
         "beir-13" => "BEIR-13 nDCG@10".into(),
         "nanobeir-13" => "NanoBEIR nDCG@10".into(),
         other => format!("{other} nDCG@10"),
