@@ -15,7 +15,8 @@ pub struct EvaluateArgs {
     #[arg(long)]
     qrels: PathBuf,
     /// Measures: mrr@10, ndcg@10, recall@100, recall@1000, p@10, map, ndcg, recip_rank, or
-    /// trec_eval names (ndcg_cut_10, recall_1000, P_10).
+    /// ir_measures names (RR@10, nDCG@10, R@1000, P@10, AP, R(rel=2)@1000), or trec_eval's
+    /// (ndcg_cut.10, recall_1000, P_10); README.md, Data, has the table.
     #[arg(long, value_delimiter = ',', default_values_t = ["mrr@10".to_string(), "ndcg@10".into(), "recall@100".into(), "recall@1000".into()])]
     measures: Vec<String>,
     /// Grade from which a document counts as relevant for binary measures (trec_eval -l);

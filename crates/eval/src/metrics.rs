@@ -14,12 +14,21 @@ use serde::Serialize;
 use crate::error::{EvalError, Result};
 use lsr_data::trec::{Qrels, Run, ranked};
 
+/// A measure: what it computes and, for the binary ones, the grade that counts as relevant
+/// when not the data set's (ir_measures' `rel`, `R(rel=2)@1000`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Measure {
+pub struct Measure {
+    pub kind: Kind,
+    pub rel: Option<i32>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Kind {
     /// Reciprocal rank of the first relevant document, within the top `cutoff` if given
     /// (MRR@10 is trec_eval's `recip_rank` on the run cut to 10).
     RecipRank(Option<usize>),
-    /// nDCG over the top `cutoff` (trec_eval `ndcg_cut_k`), or the whole ranking (`ndcg`).
+    /// nDCG over the top `cutoff` (trec_eval `ndcg_cut_k`), or the whole ranking (`ndcg`);
+    /// with `rel`, grades below it gain nothing.
     Ndcg(Option<usize>),
     Recall(usize),
     Precision(usize),
@@ -27,43 +36,36 @@ pub enum Measure {
     AveragePrecision,
 }
 
+impl From<Kind> for Measure {
+    fn from(kind: Kind) -> Self {
+        Self { kind, rel: None }
+    }
+}
+
 impl Measure {
-    /// Accepts `mrr@10`, `ndcg@10`, `recall@100`, `p@10`, `map`, `ndcg`, `recip_rank` and the
-    /// trec_eval spellings `ndcg_cut_10`, `recall_100`, `P_10`.
+    /// Accepts lsr's names (`mrr@10`, `ndcg@10`, `recall@100`, `p@10`, `map`, `ndcg`), ir_measures'
+    /// (`RR@10`, `nDCG@10`, `R@1000`, `P@10`, `AP`, with `(rel=N)` before or after the cutoff:
+    /// `R(rel=2)@1000`) and trec_eval's (`recip_rank`, `ndcg_cut.10` or `ndcg_cut_10`,
+    /// `recall.1000`, `P_10`, `map`), in any case.
     pub fn parse(name: &str) -> Result<Self> {
         let unknown = || EvalError::UnknownMeasure(name.to_string());
-        let cutoff = |s: &str| {
-            s.parse::<usize>()
-                .ok()
-                .filter(|&k| k > 0)
-                .ok_or_else(unknown)
-        };
         let lower = name.to_ascii_lowercase();
-        if let Some((base, k)) = lower.split_once('@') {
-            return match base {
-                "mrr" | "rr" | "recip_rank" => Ok(Self::RecipRank(Some(cutoff(k)?))),
-                "ndcg" => Ok(Self::Ndcg(Some(cutoff(k)?))),
-                "recall" | "r" => Ok(Self::Recall(cutoff(k)?)),
-                "p" | "precision" => Ok(Self::Precision(cutoff(k)?)),
-                _ => Err(unknown()),
-            };
-        }
-        match lower.as_str() {
-            "recip_rank" | "mrr" => return Ok(Self::RecipRank(None)),
-            "ndcg" => return Ok(Self::Ndcg(None)),
-            "map" => return Ok(Self::AveragePrecision),
-            _ => {}
-        }
-        if let Some(k) = lower.strip_prefix("ndcg_cut_") {
-            return Ok(Self::Ndcg(Some(cutoff(k)?)));
-        }
-        if let Some(k) = lower.strip_prefix("recall_") {
-            return Ok(Self::Recall(cutoff(k)?));
-        }
-        if let Some(k) = lower.strip_prefix("p_") {
-            return Ok(Self::Precision(cutoff(k)?));
-        }
-        Err(unknown())
+        let (plain, rel) = match (lower.find('('), lower.find(')')) {
+            (Some(open), Some(close)) if open < close => {
+                let param = &lower[open + 1..close];
+                let level = param
+                    .strip_prefix("rel=")
+                    .and_then(|v| v.parse::<i32>().ok())
+                    .filter(|&level| level > 0)
+                    .ok_or_else(unknown)?;
+                let plain = format!("{}{}", &lower[..open], &lower[close + 1..]);
+                (plain, Some(level))
+            }
+            (None, None) => (lower, None),
+            _ => return Err(unknown()),
+        };
+        let kind = parse_kind(&plain).ok_or_else(unknown)?;
+        Ok(Self { kind, rel })
     }
 
     /// Parses every name of a list (`--measures ndcg@10,mrr@10`).
@@ -71,17 +73,50 @@ impl Measure {
         names.iter().map(|n| Self::parse(n)).collect()
     }
 
-    /// The name used in outputs: `mrr@10`, `ndcg@10`, `recall@1000`, `p@10`, `map`, ...
+    /// The name used in outputs: `mrr@10`, `ndcg@10`, `recall@1000`, `p@10`, `map`, with
+    /// `(rel=N)` before the cutoff when given (`recall(rel=2)@1000`).
     pub fn name(&self) -> String {
-        match self {
-            Self::RecipRank(Some(k)) => format!("mrr@{k}"),
-            Self::RecipRank(None) => "recip_rank".into(),
-            Self::Ndcg(Some(k)) => format!("ndcg@{k}"),
-            Self::Ndcg(None) => "ndcg".into(),
-            Self::Recall(k) => format!("recall@{k}"),
-            Self::Precision(k) => format!("p@{k}"),
-            Self::AveragePrecision => "map".into(),
+        let rel = self.rel.map(|r| format!("(rel={r})")).unwrap_or_default();
+        let at = |base: &str, k: usize| format!("{base}{rel}@{k}");
+        match self.kind {
+            Kind::RecipRank(Some(k)) => at("mrr", k),
+            Kind::RecipRank(None) => format!("recip_rank{rel}"),
+            Kind::Ndcg(Some(k)) => at("ndcg", k),
+            Kind::Ndcg(None) => format!("ndcg{rel}"),
+            Kind::Recall(k) => at("recall", k),
+            Kind::Precision(k) => at("p", k),
+            Kind::AveragePrecision => format!("map{rel}"),
         }
+    }
+}
+
+/// A measure's kind from a name without parameters.
+fn parse_kind(name: &str) -> Option<Kind> {
+    let cutoff = |s: &str| s.parse::<usize>().ok().filter(|&k| k > 0);
+    if let Some((base, k)) = name.split_once('@') {
+        let k = cutoff(k)?;
+        return match base {
+            "mrr" | "rr" | "recip_rank" => Some(Kind::RecipRank(Some(k))),
+            "ndcg" => Some(Kind::Ndcg(Some(k))),
+            "recall" | "r" => Some(Kind::Recall(k)),
+            "p" | "precision" => Some(Kind::Precision(k)),
+            _ => None,
+        };
+    }
+    match name {
+        "recip_rank" | "mrr" | "rr" => return Some(Kind::RecipRank(None)),
+        "ndcg" => return Some(Kind::Ndcg(None)),
+        "map" | "ap" => return Some(Kind::AveragePrecision),
+        _ => {}
+    }
+    // trec_eval: `ndcg_cut_10` as it prints it, `ndcg_cut.10` as `-m` takes it.
+    let (base, k) = name.rsplit_once(['_', '.'])?;
+    let k = cutoff(k)?;
+    match base {
+        "ndcg_cut" => Some(Kind::Ndcg(Some(k))),
+        "recall" => Some(Kind::Recall(k)),
+        "p" => Some(Kind::Precision(k)),
+        _ => None,
     }
 }
 
@@ -156,12 +191,27 @@ fn query_values(
         .count();
     let mut ideal: Vec<i32> = judgements.values().copied().filter(|&g| g > 0).collect();
     ideal.sort_unstable_by(|a, b| b.cmp(a));
-    let value = |measure: Measure| match measure {
-        Measure::RecipRank(cutoff) => recip_rank(&grades, cutoff, relevance_level),
-        Measure::Ndcg(cutoff) => ndcg(&grades, &ideal, cutoff),
-        Measure::Recall(k) => ratio(count_relevant(&grades, k, relevance_level), num_relevant),
-        Measure::Precision(k) => count_relevant(&grades, k, relevance_level) as f64 / k as f64,
-        Measure::AveragePrecision => average_precision(&grades, num_relevant, relevance_level),
+    let value = |measure: Measure| {
+        let level = measure.rel.unwrap_or(relevance_level);
+        let num_relevant = match measure.rel {
+            Some(level) => judgements.values().filter(|&&g| g >= level).count(),
+            None => num_relevant,
+        };
+        match measure.kind {
+            Kind::RecipRank(cutoff) => recip_rank(&grades, cutoff, level),
+            Kind::Ndcg(cutoff) => match measure.rel {
+                Some(level) => {
+                    let gain = |g: i32| if g >= level { g } else { 0 };
+                    let grades: Vec<i32> = grades.iter().map(|&g| gain(g)).collect();
+                    let ideal: Vec<i32> = ideal.iter().map(|&g| gain(g)).collect();
+                    ndcg(&grades, &ideal, cutoff)
+                }
+                None => ndcg(&grades, &ideal, cutoff),
+            },
+            Kind::Recall(k) => ratio(count_relevant(&grades, k, level), num_relevant),
+            Kind::Precision(k) => count_relevant(&grades, k, level) as f64 / k as f64,
+            Kind::AveragePrecision => average_precision(&grades, num_relevant, level),
+        }
     };
     measures.iter().map(|&m| (m.name(), value(m))).collect()
 }
@@ -217,5 +267,37 @@ fn average_precision(grades: &[i32], num_relevant: usize, level: i32) -> f64 {
         0.0
     } else {
         sum / num_relevant as f64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lsr_ir_measures_and_trec_eval_spellings_name_the_same_measures() {
+        let same = [
+            ["mrr@10", "RR@10", "recip_rank@10"],
+            ["ndcg@10", "nDCG@10", "ndcg_cut.10"],
+            ["recall@1000", "R@1000", "recall.1000"],
+            ["p@10", "P@10", "P_10"],
+            ["map", "AP", "map"],
+            ["recall(rel=2)@1000", "R(rel=2)@1000", "R@1000(rel=2)"],
+            ["ndcg(rel=2)@10", "nDCG@10(rel=2)", "ndcg_cut_10(rel=2)"],
+        ];
+        for names in same {
+            let measures: Vec<Measure> = names.iter().map(|n| Measure::parse(n).unwrap()).collect();
+            assert!(measures.iter().all(|m| *m == measures[0]), "{names:?}");
+            assert_eq!(measures[0].name(), names[0], "the output spelling");
+        }
+        for bad in [
+            "R(rel=0)@10",
+            "R(gains=1)@10",
+            "nDCG@0",
+            "R(rel=2@10",
+            "bpref",
+        ] {
+            assert!(Measure::parse(bad).is_err(), "{bad}");
+        }
     }
 }

@@ -414,7 +414,7 @@ mod tests {
             flops_queries: None,
         };
         let out = tempfile::tempdir().unwrap();
-        let measures = vec![Measure::RecipRank(Some(10))];
+        let measures = vec![Measure::parse("mrr@10").unwrap()];
         // q1 finds d1 first, q2 finds only d2, q3 finds nothing.
         for (complete, mrr, averaged) in [(true, 1.0 / 3.0, 3), (false, 1.0 / 2.0, 2)] {
             let settings = EvalSettings {

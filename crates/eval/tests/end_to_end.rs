@@ -177,7 +177,7 @@ fn msmarco_flops_are_over_the_full_dev_queries_when_the_data_root_has_them() {
         query_max_length: 16,
         document_max_length: 32,
         top_k: 10,
-        measures: vec![Measure::RecipRank(Some(10))],
+        measures: vec![Measure::parse("mrr@10").unwrap()],
         complete: true,
     };
     let evaluate_in = |dir: &str| {

@@ -70,7 +70,10 @@ fn complete_averages_over_every_judged_query_with_the_missing_at_zero() {
     let mut run = Run::read(&fixture("run.txt")).unwrap();
     // A query with no retrieved document is absent from a run file: the same here.
     run.queries.insert("q5".into(), Vec::new());
-    let measures = [Measure::Ndcg(Some(10)), Measure::RecipRank(Some(10))];
+    let measures = [
+        Measure::parse("ndcg@10").unwrap(),
+        Measure::parse("mrr@10").unwrap(),
+    ];
     let present = evaluate(&run, &qrels, &measures, 1, false);
     let complete = evaluate(&run, &qrels, &measures, 1, true);
     assert_eq!(present.queries_evaluated, expected.len());
@@ -84,5 +87,35 @@ fn complete_averages_over_every_judged_query_with_the_missing_at_zero() {
         let want_complete = sum / (expected.len() + 2) as f64;
         assert!((got_present - want_present).abs() <= 1e-12, "{ours}");
         assert!((got_complete - want_complete).abs() <= 1e-12, "{ours} -c");
+    }
+}
+
+/// ir_measures' `rel` on a measure is trec_eval's `-l` for that measure alone: at the default
+/// level 1, `R(rel=2)@…` and friends give pytrec_eval's values at level 2.
+#[test]
+fn a_measure_with_rel_2_equals_pytrec_eval_at_level_two() {
+    let expected: Expected =
+        serde_json::from_str(&std::fs::read_to_string(fixture("expected.json")).unwrap()).unwrap();
+    let expected = &expected["graded_level2"];
+    let qrels = Qrels::read(&fixture("qrels.graded.txt")).unwrap();
+    let run = Run::read(&fixture("run.txt")).unwrap();
+    for (query, values) in expected {
+        for (name, want) in values {
+            let plain = Measure::parse(name).unwrap();
+            if plain.name().starts_with("ndcg") {
+                continue; // graded: the level does not apply
+            }
+            let with_rel = lsr_eval::Measure {
+                rel: Some(2),
+                ..plain
+            };
+            let evaluation = evaluate(&run, &qrels, &[with_rel], 1, false);
+            let got = evaluation.per_query[query][&with_rel.name()];
+            assert!(
+                (got - want).abs() <= 1e-9,
+                "{query} {}: {got} != pytrec_eval {want} at level 2",
+                with_rel.name()
+            );
+        }
     }
 }

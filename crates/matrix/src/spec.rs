@@ -544,7 +544,7 @@ lr = 1e-4
                  document_max_length = 300\n",
             );
         let matrix = load(&text).unwrap();
-        let measures = [Measure::Ndcg(Some(10))];
+        let measures = [Measure::parse("ndcg@10").unwrap()];
         let lengths = |dataset: &str| {
             let settings = matrix.eval.settings(dataset, &measures);
             (settings.query_max_length, settings.document_max_length)
@@ -575,7 +575,7 @@ lr = 1e-4
     #[test]
     fn the_committed_matrices_load_with_their_evaluation_lengths() {
         let experiments = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../experiments");
-        let measures = [Measure::Ndcg(Some(10))];
+        let measures = [Measure::parse("ndcg@10").unwrap()];
         let table1 = Matrix::load(&experiments.join("table1.toml")).unwrap();
         let arguana = table1.eval.settings("beir/arguana", &measures);
         assert_eq!(
