@@ -38,6 +38,15 @@ reproduce matrix="mini":
 mini-precision: (reproduce "mini")
     scripts/mini/precision.sh
 
+# The miniature under random SIGKILLs (seeded), restarted after each: every finished cell stays
+# as it was, no step is redone from before a checkpoint, and the weights, runs and Table 1 equal
+# an undisturbed run's byte for byte (results/soak-reference, kept between soaks). Not in CI.
+soak kills="24" seed="2":
+    cargo build --release -p lsr-cli
+    target/release/lsr data synth --out data/synth
+    target/release/lsr data miniatures --spec experiments/mini-models.toml --vocab data/synth/vocab.txt --out data/synth/models
+    scripts/mini/soak.sh {{kills}} {{seed}}
+
 # Train and evaluate one cell, e.g. `just cell mini modernbert 16`.
 cell matrix backbone k:
     {{ if matrix == "mini" { "true" } else { "scripts/cuda/llvm-bundle.sh" } }}
