@@ -24,6 +24,7 @@ fixtures python=".venv/bin/python":
     {{python}} scripts/fixtures/generate.py
     {{python}} scripts/fixtures/train_step.py
     {{python}} scripts/fixtures/trec_eval_fixtures.py
+    scripts/fixtures/sparse_encoder.sh {{python}}
 
 # Run every cell of a matrix that is not done (table1: CUDA build; mini: CPU, builds its synthetic
 # data and miniature models first), then write its tables and figures.

@@ -25,6 +25,18 @@ pub fn write_checkpoint(
     source: &Checkpoint,
     out: &Path,
 ) -> Result<()> {
+    write_checkpoint_with(model, names, source, out, |_| Ok(()))
+}
+
+/// As [`write_checkpoint`], with `extra` adding files to the folder before it is renamed into
+/// place (the packaging of a trained SPLADE model).
+pub fn write_checkpoint_with(
+    model: &MaskedLm,
+    names: &TensorNames,
+    source: &Checkpoint,
+    out: &Path,
+    extra: impl FnOnce(&Path) -> Result<()>,
+) -> Result<()> {
     let mut config: serde_json::Value = serde_json::from_slice(
         &std::fs::read(&source.config).map_err(|e| BackboneError::io(&source.config, e))?,
     )
@@ -57,7 +69,7 @@ pub fn write_checkpoint(
                 })?;
             }
         }
-        Ok(())
+        extra(staging)
     })
 }
 

@@ -28,7 +28,7 @@ pub use device::{compiled_backends, parse_device};
 pub use error::{BackboneError, Result};
 pub use family::{Dims, Encoder, EncoderModel, FAMILIES, Family};
 pub use head::MlmHead;
-pub use hf_names::{TensorNames, parameter_values, write_checkpoint};
+pub use hf_names::{TensorNames, parameter_values, write_checkpoint, write_checkpoint_with};
 pub use model::{Backbone, MaskedLm, RESCALE_RECORD, RescaleMode, RescaleRecord, check_scale};
 pub use precision::Precision;
 pub use stats::HeadStats;

@@ -88,3 +88,15 @@ pub fn cell_state(dir: &Path) -> Result<CellState> {
         Some(_) => CellState::Running,
     })
 }
+
+/// The commit of the git checkout lsr runs in, if it runs in one (recorded with results).
+pub fn git_commit() -> Option<String> {
+    let output = std::process::Command::new("git")
+        .args(["rev-parse", "HEAD"])
+        .output()
+        .ok()?;
+    output
+        .status
+        .success()
+        .then(|| String::from_utf8_lossy(&output.stdout).trim().to_string())
+}

@@ -13,7 +13,7 @@ pub mod small_disk;
 pub mod status;
 
 pub use atomic::{write_atomically, write_bytes, write_directory, write_json, write_through_path};
-pub use layout::{CellInfo, CellState, cell_state};
+pub use layout::{CellInfo, CellState, cell_state, git_commit};
 pub use lock::OutputLock;
 pub use status::{RunStatus, StatusFile};
 

@@ -7,12 +7,12 @@ use lsr_backbone::{Backbone, Checkpoint, RescaleMode, parse_device};
 use lsr_data::Dataset;
 use lsr_eval::Measure;
 use lsr_eval::pipeline::{DatasetReport, evaluate_dataset};
-use lsr_splade::SpladeEncoder;
+use lsr_splade::{ModelCard, SpladeEncoder};
 use lsr_train::Outcome;
 use serde::Serialize;
 
 use lsr_files::layout::{FAILURE, INFO, MATRIX, METRICS};
-use lsr_files::{CellInfo, CellState, OutputLock};
+use lsr_files::{CellInfo, CellState, OutputLock, git_commit};
 
 use crate::cell::Cell;
 use crate::error::{MatrixError, Result};
@@ -147,8 +147,23 @@ fn run_cell(matrix: &Matrix, cell: &Cell) -> Result<CellState> {
         Outcome::Interrupted { .. } => return Ok(CellState::Interrupted),
     };
     let metrics = evaluate(&matrix.eval, &model, &device, &cell.dir().join("eval"))?;
+    record_in_card(&model, &cell.id, &metrics)?;
     write_json(&cell.dir().join(METRICS), &metrics)?;
     Ok(state)
+}
+
+/// Adds the cell and its measures to the exported model's card.
+fn record_in_card(model: &Path, cell: &str, metrics: &CellMetrics) -> Result<()> {
+    let Some(mut card) = ModelCard::read(model).map_err(|e| MatrixError::io(model, e))? else {
+        return Ok(());
+    };
+    card.cell = Some(cell.to_string());
+    card.metrics = metrics
+        .datasets
+        .iter()
+        .map(|(dataset, report)| (dataset.clone(), report.metrics.clone()))
+        .collect();
+    Ok(card.write(model)?)
 }
 
 /// A cell resumed on a hub checkpoint that has moved since it started would mix two models.
@@ -223,17 +238,6 @@ fn write_summary(matrix: &Matrix) -> Result<()> {
     };
     std::fs::create_dir_all(&matrix.results).map_err(|e| MatrixError::io(&matrix.results, e))?;
     write_json(&matrix.results.join(MATRIX), &summary)
-}
-
-fn git_commit() -> Option<String> {
-    let output = std::process::Command::new("git")
-        .args(["rev-parse", "HEAD"])
-        .output()
-        .ok()?;
-    output
-        .status
-        .success()
-        .then(|| String::from_utf8_lossy(&output.stdout).trim().to_string())
 }
 
 fn write_json(path: &Path, value: &impl Serialize) -> Result<()> {

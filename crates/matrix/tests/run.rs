@@ -149,6 +149,12 @@ fn runs_records_skips_and_reports() {
         assert!(done.dir().join(file).exists(), "{file}");
     }
     let metrics_before = std::fs::read(done.dir().join("metrics.json")).unwrap();
+    // The exported model's card records the cell and what it measured.
+    let card = std::fs::read_to_string(done.checkpoint_dir().join("model/README.md")).unwrap();
+    assert!(
+        card.contains("| matrix cell | bert-k1 |") && card.contains("| beir/synth-a | ndcg@10 |"),
+        "{card}"
+    );
     // Validated at steps 2 and 4, the better pass recorded.
     let log = std::fs::read_to_string(done.dir().join("train.csv")).unwrap();
     let validated = log.lines().skip(1).filter(|l| !l.contains("NaN")).count();

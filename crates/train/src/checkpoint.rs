@@ -6,9 +6,11 @@
 use std::path::{Path, PathBuf};
 
 use burn::module::Module;
-use lsr_backbone::MaskedLm;
+use lsr_backbone::{Backbone, MaskedLm};
+use lsr_splade::{ModelCard, write_sentence_transformers};
 use serde::{Deserialize, Serialize};
 
+use crate::config::TrainConfig;
 use crate::error::{Result, TrainError};
 use crate::trainer::Trainer;
 
@@ -133,6 +135,61 @@ pub fn export(path: &Path, out: &Path, device: &burn::prelude::Device) -> Result
         .model
         .load_rescaled(device, max_length, recipe.dropout)?;
     let model = restore_model(path, model)?;
-    lsr_backbone::write_checkpoint(&model, &backbone.tensor_names, &backbone.checkpoint, out)?;
+    let text = std::fs::read(path.join(STATE)).map_err(|e| TrainError::io(path.join(STATE), e))?;
+    let state: RunState = serde_json::from_slice(&text)
+        .map_err(|e| TrainError::checkpoint(path.join(STATE), e.to_string()))?;
+    export_model(&model, &backbone, &config, state.step, out)
+}
+
+/// Writes a trained `model` as a Hugging Face checkpoint in `out` that sentence-transformers
+/// loads as a SPLADE `SparseEncoder`, with its model card (what was trained, from what, how).
+pub fn export_model(
+    model: &MaskedLm,
+    backbone: &Backbone,
+    config: &TrainConfig,
+    steps: usize,
+    out: &Path,
+) -> Result<()> {
+    let recipe = &config.recipe;
+    let dims = &backbone.config.dims;
+    let max_length = recipe
+        .query_max_length
+        .max(recipe.document_max_length)
+        .min(dims.max_positions);
+    let card = ModelCard {
+        base_model: config.model.checkpoint.clone(),
+        base_revision: backbone.checkpoint.revision.clone(),
+        family: backbone.config.family().to_string(),
+        k: config.model.k,
+        rescale: if config.model.untie {
+            "untied copy"
+        } else {
+            "shared matrix"
+        }
+        .into(),
+        steps,
+        training_data: to_toml(&config.data).trim().replace('\n', ", "),
+        recipe: to_toml(&config.recipe),
+        max_length,
+        cell: None,
+        lsr_version: env!("CARGO_PKG_VERSION").into(),
+        git_commit: lsr_files::git_commit(),
+        metrics: Default::default(),
+    };
+    lsr_backbone::write_checkpoint_with(
+        model,
+        &backbone.tensor_names,
+        &backbone.checkpoint,
+        out,
+        |dir| {
+            write_sentence_transformers(dir, dims.vocab_size, max_length)
+                .map_err(|e| lsr_files::FileError::io(dir, e))?;
+            Ok(card.write(dir)?)
+        },
+    )?;
     Ok(())
+}
+
+fn to_toml(value: &impl Serialize) -> String {
+    toml::to_string(value).expect("configs serialise as TOML")
 }

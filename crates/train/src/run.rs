@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use burn::prelude::*;
-use lsr_backbone::{Backbone, parse_device, write_checkpoint};
+use lsr_backbone::{Backbone, parse_device};
 use lsr_files::lock::TRAIN_LOCK;
 use lsr_files::status::BestStep;
 use lsr_files::status::STATUS;
@@ -367,10 +367,12 @@ impl<'a> Run<'a> {
             // steps this run takes again. `best`: a pass this one has beaten.
             std::fs::remove_dir_all(&model_dir).map_err(|e| TrainError::io(&model_dir, e))?;
         }
-        write_checkpoint(
-            &self.trainer.model.valid(),
-            &self.backbone.tensor_names,
-            &self.backbone.checkpoint,
+        let model = self.trainer.model.valid();
+        checkpoint::export_model(
+            &model,
+            &self.backbone,
+            self.config,
+            self.state.step,
             &model_dir,
         )?;
         Ok(model_dir)
