@@ -1,9 +1,11 @@
-//! `lsr evaluate`: trec_eval-exact measures of any TREC run file against qrels.
+//! `lsr evaluate`: trec_eval-exact measures of any TREC run file against qrels, printed as lsr
+//! prints them, as JSON, or exactly as trec_eval does.
 
 use std::path::PathBuf;
 
 use anyhow::Result;
-use clap::Args;
+use clap::{Args, ValueEnum};
+use lsr_eval::trec_eval::{DEFAULT_NAMES, TrecEvalOptions, report};
 use lsr_eval::{Measure, Qrels, Run, evaluate};
 
 #[derive(Args)]
@@ -16,13 +18,18 @@ pub struct EvaluateArgs {
     qrels: PathBuf,
     /// Measures: mrr@10, ndcg@10, recall@100, recall@1000, p@10, map, ndcg, recip_rank, or
     /// ir_measures names (RR@10, nDCG@10, R@1000, P@10, AP, R(rel=2)@1000), or trec_eval's
-    /// (ndcg_cut.10, recall_1000, P_10); README.md, Data, has the table.
-    #[arg(long, value_delimiter = ',', default_values_t = ["mrr@10".to_string(), "ndcg@10".into(), "recall@100".into(), "recall@1000".into()])]
+    /// (ndcg_cut.10, recall_1000, P_10); README.md, Data, has the table. Default: mrr@10,
+    /// ndcg@10, recall@100, recall@1000; with `--format trec_eval`, the counts (runid, num_q,
+    /// num_ret, num_rel, num_rel_ret), map, recip_rank and P at trec_eval's cutoffs.
+    #[arg(short = 'm', long, value_delimiter = ',')]
     measures: Vec<String>,
     /// Grade from which a document counts as relevant for binary measures (trec_eval -l);
     /// TREC DL uses 2. nDCG always uses the raw grades.
-    #[arg(long, default_value_t = 1)]
+    #[arg(short = 'l', long, default_value_t = 1)]
     relevance_level: i32,
+    /// Only the first N documents of each query, by score (trec_eval -M).
+    #[arg(short = 'M', long)]
+    max_docs: Option<usize>,
     /// Print every query's values too (trec_eval -q).
     #[arg(short = 'q', long)]
     per_query: bool,
@@ -30,17 +37,52 @@ pub struct EvaluateArgs {
     /// `lsr eval` does); without it, over the judged queries the run has.
     #[arg(short = 'c', long)]
     complete: bool,
-    /// JSON: {"mean", "per_query", "queries_evaluated", "queries_without_results", "complete"}.
+    /// JSON: {"mean", "per_query", "queries_evaluated", "queries_without_results", "complete"}
+    /// (the same as `--format json`).
     #[arg(long)]
     json: bool,
+    /// `lsr` (measure, `all`, mean), `json`, or `trec_eval`: trec_eval's names, order and
+    /// layout, byte for byte.
+    #[arg(long, value_enum, default_value_t = Format::Lsr)]
+    format: Format,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Format {
+    Lsr,
+    Json,
+    #[value(name = "trec_eval")]
+    TrecEval,
 }
 
 pub fn run(args: EvaluateArgs) -> Result<()> {
-    let measures = Measure::parse_all(&args.measures)?;
     let qrels = Qrels::read(&args.qrels)?;
     let run = Run::read(&args.run)?;
+    let format = if args.json { Format::Json } else { args.format };
+    let names: Vec<String> = match (args.measures.is_empty(), format) {
+        (false, _) => args.measures.clone(),
+        (true, Format::TrecEval) => DEFAULT_NAMES.map(String::from).to_vec(),
+        (true, _) => ["mrr@10", "ndcg@10", "recall@100", "recall@1000"]
+            .map(String::from)
+            .to_vec(),
+    };
+    if format == Format::TrecEval {
+        let options = TrecEvalOptions {
+            relevance_level: args.relevance_level,
+            complete: args.complete,
+            per_query: args.per_query,
+            max_docs: args.max_docs,
+        };
+        print!("{}", report(&run, &qrels, &names, options)?);
+        return Ok(());
+    }
+    let run = match args.max_docs {
+        Some(n) => lsr_eval::trec_eval::cut(&run, Some(n)),
+        None => run,
+    };
+    let measures = Measure::parse_all(&names)?;
     let evaluation = evaluate(&run, &qrels, &measures, args.relevance_level, args.complete);
-    if args.json {
+    if format == Format::Json {
         println!("{}", serde_json::to_string_pretty(&evaluation)?);
         return Ok(());
     }

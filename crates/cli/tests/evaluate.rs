@@ -241,3 +241,66 @@ fn eval_and_evaluate_c_agree_on_a_query_without_results() {
         );
     }
 }
+
+/// `lsr evaluate --format trec_eval` prints what trec_eval 9.0.8 prints, byte for byte
+/// (`data/fixtures/trec_eval/trec_eval-9.0.8`); where trec_eval's default set has measures lsr
+/// does not compute, the lines of those it does.
+#[test]
+fn trec_eval_format_prints_what_trec_eval_prints() {
+    let dir = fixture("trec_eval");
+    let expected =
+        |file: &str| std::fs::read_to_string(format!("{dir}/trec_eval-9.0.8/{file}.txt")).unwrap();
+    let lsr_text = |args: &[&str]| {
+        let output = lsr()
+            .args(["evaluate", "--format", "trec_eval"])
+            .args(["--qrels", &format!("{dir}/qrels.graded.txt")])
+            .args(["--run", &format!("{dir}/run.txt")])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8(output.stdout).unwrap()
+    };
+    let three = ["-m", "ndcg_cut.10", "-m", "recip_rank", "-m", "recall.1000"];
+    let with = |flags: &[&'static str]| [flags, &three[..]].concat();
+    assert_eq!(
+        lsr_text(&three),
+        expected("m_ndcg_cut.10_recip_rank_recall.1000")
+    );
+    assert_eq!(
+        lsr_text(&with(&["-q"])),
+        expected("q_m_ndcg_cut.10_recip_rank_recall.1000")
+    );
+    assert_eq!(
+        lsr_text(&with(&["-l", "2"])),
+        expected("l2_m_ndcg_cut.10_recip_rank_recall.1000")
+    );
+    assert_eq!(
+        lsr_text(&with(&["-c", "-M", "10", "-l", "2"])),
+        expected("c_M10_l2_m_recip_rank_ndcg_cut.10_recall.1000")
+    );
+    // trec_eval's default set, for the measures lsr computes (the counts, map, recip_rank, P).
+    let default = lsr_text(&[]);
+    let name = |line: &str| line.split('\t').next().unwrap().trim().to_string();
+    let printed: Vec<String> = default.lines().map(name).collect();
+    let computed = |text: String| -> String {
+        text.lines()
+            .filter(|line| printed.contains(&name(line)))
+            .map(|line| format!("{line}\n"))
+            .collect()
+    };
+    for (flags, file) in [
+        (&[][..], "default"),
+        (&["-c"][..], "c"),
+        (&["-M", "10"][..], "M10"),
+        (&["-l", "2"][..], "l2"),
+        (&["-c", "-l", "2"][..], "c_l2"),
+        (&["-q"][..], "q"),
+    ] {
+        assert_eq!(lsr_text(flags), computed(expected(file)), "{file}");
+    }
+}

@@ -20,6 +20,8 @@ pub struct Qrels {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Run {
     pub queries: BTreeMap<String, Vec<(String, f64)>>,
+    /// The tag of the file's last line (what trec_eval prints as `runid`).
+    pub tag: Option<String>,
 }
 
 /// Opens a file, decompressing it when its name ends in `.gz`.
@@ -127,7 +129,7 @@ impl Run {
         let mut seen: HashMap<String, std::collections::HashSet<String>> = HashMap::new();
         for_each_line(path, |number, line| {
             let fields: Vec<&str> = line.split_whitespace().collect();
-            let [query, _q0, doc, _rank, score, ..] = fields.as_slice() else {
+            let [query, _q0, doc, _rank, score, rest @ ..] = fields.as_slice() else {
                 if fields.is_empty() {
                     return Ok(());
                 }
@@ -165,6 +167,7 @@ impl Run {
                 .entry(query.to_string())
                 .or_default()
                 .push((doc.to_string(), value));
+            run.tag = rest.first().map(|tag| tag.to_string());
             Ok(())
         })?;
         Ok(run)

@@ -374,6 +374,7 @@ impl InvertedIndex {
             .collect();
         Run {
             queries: results.into_iter().collect(),
+            tag: None,
         }
     }
 }

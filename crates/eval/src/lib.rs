@@ -10,6 +10,7 @@ pub mod flops;
 pub mod index;
 pub mod metrics;
 pub mod pipeline;
+pub mod trec_eval;
 pub mod vectors;
 
 pub use error::{EvalError, Result};

@@ -238,11 +238,13 @@ fn recip_rank(grades: &[i32], cutoff: Option<usize>, level: i32) -> f64 {
 }
 
 fn dcg(gains: impl Iterator<Item = i32>) -> f64 {
-    gains
+    let sum: f64 = gains
         .enumerate()
         .filter(|(_, g)| *g > 0)
         .map(|(i, g)| g as f64 / ((i + 2) as f64).log2())
-        .sum()
+        .sum();
+    // An empty sum of f64 is -0.0, which would print as "-0.0000" where trec_eval prints 0.
+    sum + 0.0
 }
 
 fn ndcg(grades: &[i32], ideal: &[i32], cutoff: Option<usize>) -> f64 {
