@@ -7,6 +7,8 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 use serde::Serialize;
 
+use lsr_eval::vectors::VectorWriter;
+
 use crate::model::ModelArgs;
 
 #[derive(Args)]
@@ -31,6 +33,10 @@ pub struct EncodeArgs {
     top: usize,
     #[arg(long, default_value_t = 32)]
     batch_size: usize,
+    /// Also write the vectors as an `LSRVEC1` file (ids: each text's 0-based position), for
+    /// `lsr vectors export`.
+    #[arg(long)]
+    vectors: Option<PathBuf>,
 }
 
 #[derive(Serialize)]
@@ -57,10 +63,20 @@ pub fn run(args: EncodeArgs) -> Result<()> {
     let encoder = args.model.encoder(args.max_length)?;
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
+    let mut file = args
+        .vectors
+        .as_deref()
+        .map(VectorWriter::create)
+        .transpose()?;
+    let mut position = 0usize;
     for chunk in texts.chunks(args.batch_size.max(1) * 8) {
         let refs: Vec<&str> = chunk.iter().map(String::as_str).collect();
         let vectors = encoder.encode(&refs, args.batch_size)?;
         for (text, vector) in refs.iter().zip(vectors) {
+            if let Some(file) = &mut file {
+                file.write(&position.to_string(), &vector.terms)?;
+            }
+            position += 1;
             let terms = vector.terms.iter().map(|&(id, weight)| Term {
                 id,
                 token: encoder.token(id),
@@ -82,6 +98,9 @@ pub fn run(args: EncodeArgs) -> Result<()> {
         }
     }
     out.flush()?;
+    if let Some(file) = file {
+        file.finish()?;
+    }
     Ok(())
 }
 

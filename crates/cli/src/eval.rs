@@ -46,9 +46,18 @@ pub struct EvalArgs {
     /// queries with results only.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     complete: bool,
+    /// Retrieve with integer impacts, round(weight × F) for documents and queries, as Anserini
+    /// scores the vectors `lsr vectors export` writes (100 for its SPLADE regressions).
+    #[arg(long, value_name = "F")]
+    quantize: Option<f32>,
 }
 
 pub fn run(args: EvalArgs) -> Result<()> {
+    if let Some(f) = args.quantize
+        && !(f.is_finite() && f > 0.0)
+    {
+        anyhow::bail!("--quantize must be finite and > 0, got {f}");
+    }
     let measures = Measure::parse_all(&args.measures)?;
     let mut datasets = Vec::new();
     for name in &args.datasets {
@@ -64,6 +73,7 @@ pub fn run(args: EvalArgs) -> Result<()> {
         top_k: args.top_k,
         measures,
         complete: args.complete,
+        quantize: args.quantize,
     };
     let _lock = OutputLock::acquire(&args.output, EVAL_LOCK)?;
     for dataset in &datasets {

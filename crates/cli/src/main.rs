@@ -14,6 +14,7 @@ mod model;
 mod norms;
 mod report;
 mod train;
+mod vectors;
 
 use std::process::ExitCode;
 
@@ -46,6 +47,9 @@ enum Command {
     Export(train::ExportArgs),
     /// Evaluate a SPLADE model on data sets: encode, index, retrieve, measure, FLOPs.
     Eval(eval::EvalArgs),
+    /// Sparse vectors for search engines: Anserini, Seismic, CIFF.
+    #[command(subcommand)]
+    Vectors(vectors::VectorsCommand),
     /// Experiment matrices: list cells, their status, run them, write a Slurm job array.
     #[command(subcommand)]
     Matrix(matrix::MatrixCommand),
@@ -88,6 +92,7 @@ fn main() -> ExitCode {
         Command::Encode(args) => encode::run(args).map(|()| ExitCode::SUCCESS),
         Command::Data(command) => data::run(command).map(|()| ExitCode::SUCCESS),
         Command::Eval(args) => eval::run(args).map(|()| ExitCode::SUCCESS),
+        Command::Vectors(command) => vectors::run(command).map(|()| ExitCode::SUCCESS),
         Command::Evaluate(args) => evaluate::run(args).map(|()| ExitCode::SUCCESS),
         Command::Matrix(command) => matrix::run(command),
         Command::Report(args) => report::run(args).map(|()| ExitCode::SUCCESS),

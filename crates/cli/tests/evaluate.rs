@@ -4,6 +4,7 @@
 
 mod common;
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use common::{fixture, lsr};
@@ -302,5 +303,90 @@ fn trec_eval_format_prints_what_trec_eval_prints() {
         (&["-q"][..], "q"),
     ] {
         assert_eq!(lsr_text(flags), computed(expected(file)), "{file}");
+    }
+}
+
+/// `lsr eval --quantize 100` scores as Anserini would score the vectors `lsr vectors export`
+/// writes for it: every score in its run is the integer dot product of the exported query
+/// (tokens repeated by impact) and document (`{token: impact}`).
+#[test]
+fn eval_with_quantize_scores_as_the_anserini_export_would() {
+    let root = tempfile::tempdir().unwrap();
+    beir_set(
+        root.path(),
+        "mini",
+        "{\"_id\": \"a\", \"text\": \"paris is the capital of france\"}\n\
+         {\"_id\": \"b\", \"text\": \"boil an egg in water\"}\n\
+         {\"_id\": \"c\", \"text\": \"rome is the capital of italy\"}\n",
+        "{\"_id\": \"q1\", \"text\": \"capital of france\"}\n\
+         {\"_id\": \"q2\", \"text\": \"boiled eggs\"}\n",
+        "q1\ta\t1\nq2\tb\t1\n",
+    );
+    let out = root.path().join("out");
+    let status = lsr()
+        .args([
+            "eval",
+            "--checkpoint",
+            &fixture("bert"),
+            "--dataset",
+            "beir/mini",
+        ])
+        .args(["--data-root", root.path().to_str().unwrap()])
+        .args(["--output", out.to_str().unwrap(), "--quantize", "100"])
+        .output()
+        .unwrap();
+    assert!(
+        status.status.success(),
+        "{}",
+        String::from_utf8_lossy(&status.stderr)
+    );
+    let dir = out.join("beir_mini");
+    let export = |vectors: &str, format: &str| {
+        let file = root.path().join(format);
+        lsr()
+            .args(["vectors", "export"])
+            .arg(dir.join(vectors))
+            .args([
+                "--checkpoint",
+                &fixture("bert"),
+                "--format",
+                format,
+                "--out",
+            ])
+            .arg(&file)
+            .assert()
+            .success();
+        std::fs::read_to_string(file).unwrap()
+    };
+    let documents: BTreeMap<String, BTreeMap<String, i64>> = export("corpus.vectors", "anserini")
+        .lines()
+        .map(|line| {
+            let doc: serde_json::Value = serde_json::from_str(line).unwrap();
+            let vector = serde_json::from_value(doc["vector"].clone()).unwrap();
+            (doc["id"].as_str().unwrap().to_string(), vector)
+        })
+        .collect();
+    let queries: BTreeMap<String, BTreeMap<String, i64>> =
+        export("queries.vectors", "anserini-queries")
+            .lines()
+            .map(|line| {
+                let (id, text) = line.split_once('\t').unwrap();
+                let mut counts = BTreeMap::new();
+                for token in text.split_whitespace() {
+                    *counts.entry(token.to_string()).or_default() += 1;
+                }
+                (id.to_string(), counts)
+            })
+            .collect();
+    let run = std::fs::read_to_string(dir.join("run.trec")).unwrap();
+    assert!(run.lines().count() >= 4, "{run}");
+    for line in run.lines() {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let (query, doc, score) = (fields[0], fields[2], fields[4].parse::<f64>().unwrap());
+        let dot: i64 = queries[query]
+            .iter()
+            .map(|(token, count)| count * documents[doc].get(token).unwrap_or(&0))
+            .sum();
+        assert_eq!(score, dot as f64, "{query} {doc}");
     }
 }

@@ -6,6 +6,7 @@
 //! on runs made elsewhere too.
 
 pub mod error;
+pub mod export;
 pub mod flops;
 pub mod index;
 pub mod metrics;

@@ -55,6 +55,10 @@ pub struct EvalSettings {
     /// Means over every judged query, those without results (an empty query vector retrieves
     /// nothing) counting 0: trec_eval `-c`, and MS MARCO's official evaluation.
     pub complete: bool,
+    /// Retrieve with integer impacts, documents and queries as round(weight × this), as
+    /// Anserini scores an export of them (`crate::export`); the vector files keep the weights.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub quantize: Option<f32>,
 }
 
 impl EvalSettings {
@@ -189,6 +193,17 @@ fn retrieve_and_evaluate(
     settings: &EvalSettings,
     out_dir: &Path,
 ) -> Result<Evaluation> {
+    let quantized: QueryVectors;
+    let queries = match settings.quantize {
+        Some(_) => {
+            let impacts = |(id, terms): &(String, Vec<(u32, f32)>)| {
+                (id.clone(), impacts(terms, settings.quantize).into_owned())
+            };
+            quantized = queries.iter().map(impacts).collect();
+            &quantized
+        }
+        None => queries,
+    };
     let run = dataset.prepare_run(index.retrieve(queries, settings.top_k));
     run.write(&out_dir.join("run.trec"), "lsr")?;
     let level = dataset.relevance_level;
@@ -199,6 +214,19 @@ fn retrieve_and_evaluate(
         level,
         settings.complete,
     ))
+}
+
+/// The terms as retrieval sees them: the weights, or with `quantize`, the integer impacts
+/// round(weight × quantize) that are not 0.
+fn impacts(terms: &[(u32, f32)], quantize: Option<f32>) -> std::borrow::Cow<'_, [(u32, f32)]> {
+    match quantize {
+        None => std::borrow::Cow::Borrowed(terms),
+        Some(factor) => terms
+            .iter()
+            .map(|&(t, w)| (t, crate::export::quantize(w, factor) as f32))
+            .filter(|&(_, impact)| impact > 0.0)
+            .collect(),
+    }
 }
 
 /// Encodes the corpus, streamed in windows sorted by length, into the inverted index and
@@ -224,7 +252,7 @@ fn index_corpus(
             window,
             settings.batch_size,
             |id, terms| {
-                builder.add(id, terms)?;
+                builder.add(id, &impacts(terms, settings.quantize))?;
                 writer.write(id, terms)?;
                 progress.inc(1);
                 Ok(())
@@ -364,7 +392,8 @@ fn judged_missing(
     missing
 }
 
-fn progress_bar(label: &str) -> ProgressBar {
+/// A spinner counting texts on a terminal, hidden otherwise.
+pub(crate) fn progress_bar(label: &str) -> ProgressBar {
     if !std::io::stderr().is_terminal() {
         return ProgressBar::hidden();
     }
@@ -424,6 +453,7 @@ mod tests {
                 top_k: 10,
                 measures: measures.clone(),
                 complete,
+                quantize: None,
             };
             let evaluation =
                 retrieve_and_evaluate(&dataset, &index, &queries, &qrels, &settings, out.path())

@@ -88,6 +88,7 @@ fn index_retrieval_matches_brute_force_dot_products() {
         top_k: 1000,
         measures: measures.clone(),
         complete: true,
+        quantize: None,
     };
     let out = root.path().join("out");
     let report = evaluate_dataset(&encoder, &dataset, &settings, &out).unwrap();
@@ -179,6 +180,7 @@ fn msmarco_flops_are_over_the_full_dev_queries_when_the_data_root_has_them() {
         top_k: 10,
         measures: vec![Measure::parse("mrr@10").unwrap()],
         complete: true,
+        quantize: None,
     };
     let evaluate_in = |dir: &str| {
         let dataset = Dataset::resolve("msmarco-dev", root.path())

@@ -124,6 +124,7 @@ impl EvalSpec {
             top_k: self.top_k,
             measures: measures.to_vec(),
             complete: self.complete,
+            quantize: None,
         }
     }
 

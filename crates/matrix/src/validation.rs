@@ -58,6 +58,7 @@ impl DatasetValidator {
                 top_k: TOP_K,
                 measures: Measure::parse_all(&["ndcg@10".to_string()])?,
                 complete: true,
+                quantize: None,
             },
         }))
     }

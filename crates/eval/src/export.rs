@@ -1,0 +1,492 @@
+//! Sparse vectors (an `LSRVEC1` file of `lsr eval` or `lsr encode`) in the formats search
+//! engines index: Anserini's `JsonVectorCollection` (integer impacts) and its pre-tokenised
+//! query TSV, Seismic's JSONL (float weights), and CIFF, the protobuf interchange format PISA
+//! and others import. Each streams the vector file (CIFF in as many passes as its memory budget
+//! needs), writes atomically, and names terms by the model's vocabulary.
+
+use std::io::Write;
+use std::path::Path;
+
+use prost::Message;
+
+use crate::error::{EvalError, Result};
+use crate::vectors::read_vectors;
+
+/// Anserini's factor for SPLADE impacts: the published SPLADE corpora are `round(w × 100)`.
+pub const DEFAULT_QUANTIZE: f32 = 100.0;
+
+/// The integer impact of a weight, as the published SPLADE corpora round it.
+pub fn quantize(weight: f32, factor: f32) -> u32 {
+    (weight * factor).round().max(0.0) as u32
+}
+
+/// The target formats.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// `{"id", "contents", "vector": {token: int}}` per line (documents).
+    AnseriniDocuments,
+    /// `qid<TAB>token token …`, each token repeated by its impact (`-topicReader TsvString`).
+    AnseriniQueries,
+    /// `{"id", "content", "vector": {token: float}}` per line (documents or queries).
+    Seismic,
+    /// CIFF: header, postings lists in term order, document records.
+    Ciff,
+}
+
+/// Writes the vectors of `vectors` to `out` in `format`; `vocabulary[id]` is term `id`'s
+/// string. Returns the number of vectors written.
+pub fn export(
+    vectors: &Path,
+    vocabulary: &[String],
+    format: Format,
+    factor: f32,
+    out: &Path,
+) -> Result<usize> {
+    check_vocabulary(vocabulary, format)?;
+    let term = |id: u32| -> Result<&str> {
+        vocabulary
+            .get(id as usize)
+            .map(String::as_str)
+            .ok_or_else(|| EvalError::File {
+                path: vectors.to_path_buf(),
+                message: format!(
+                    "term {id} is beyond the vocabulary of {} tokens",
+                    vocabulary.len()
+                ),
+            })
+    };
+    if format == Format::Ciff {
+        return write_ciff(vectors, vocabulary, factor, CIFF_POSTINGS_PER_PASS, out);
+    }
+    let mut count = 0;
+    let progress = crate::pipeline::progress_bar(&format!("{}", out.display()));
+    write_out(out, |file| {
+        read_vectors(vectors, |id, terms| {
+            let line = match format {
+                Format::AnseriniDocuments => {
+                    let mut vector = serde_json::Map::new();
+                    for &(t, w) in terms {
+                        let impact = quantize(w, factor);
+                        if impact > 0 {
+                            vector.insert(term(t)?.into(), impact.into());
+                        }
+                    }
+                    serde_json::json!({"id": id, "contents": "", "vector": vector}).to_string()
+                }
+                Format::Seismic => {
+                    let mut vector = serde_json::Map::new();
+                    for &(t, w) in terms {
+                        vector.insert(term(t)?.into(), w.into());
+                    }
+                    serde_json::json!({"id": id, "content": "", "vector": vector}).to_string()
+                }
+                Format::AnseriniQueries => {
+                    let mut words = Vec::new();
+                    for &(t, w) in terms {
+                        let token = term(t)?;
+                        words.extend(std::iter::repeat_n(token, quantize(w, factor) as usize));
+                    }
+                    format!("{id}\t{}", words.join(" "))
+                }
+                Format::Ciff => unreachable!("CIFF is written above"),
+            };
+            writeln!(file, "{line}").map_err(|e| EvalError::io(out, e))?;
+            count += 1;
+            progress.inc(1);
+            Ok(())
+        })
+        .map(drop)
+    })?;
+    progress.finish_and_clear();
+    Ok(count)
+}
+
+/// Fills `out` atomically with `fill`, whose own error (a bad input, say) is returned as it is
+/// rather than as a failure to write `out`.
+fn write_out(out: &Path, fill: impl FnOnce(&mut dyn Write) -> Result<()>) -> Result<()> {
+    let mut failure = None;
+    let written = lsr_files::write_atomically(out, |file| {
+        fill(file).map_err(|e| {
+            let message = e.to_string();
+            failure = Some(e);
+            std::io::Error::other(message)
+        })
+    });
+    match (written, failure) {
+        (Ok(()), _) => Ok(()),
+        (Err(_), Some(error)) => Err(error),
+        (Err(error), None) => Err(error.into()),
+    }
+}
+
+/// Anserini splits the pseudo-documents and queries it is given on whitespace.
+fn check_vocabulary(vocabulary: &[String], format: Format) -> Result<()> {
+    if matches!(format, Format::AnseriniDocuments | Format::AnseriniQueries)
+        && let Some(token) = vocabulary
+            .iter()
+            .find(|t| t.is_empty() || t.contains(char::is_whitespace))
+    {
+        return Err(EvalError::Invalid(format!(
+            "the vocabulary has the token {token:?}, which Anserini's pre-tokenised input would \
+             split or drop"
+        )));
+    }
+    Ok(())
+}
+
+/// Postings held in memory per pass over the vectors when writing CIFF (12 bytes each).
+const CIFF_POSTINGS_PER_PASS: usize = 50_000_000;
+
+/// CIFF's messages (osirrc/ciff `CommonIndexFileFormat.proto`).
+mod ciff {
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct Header {
+        #[prost(int32, tag = "1")]
+        pub version: i32,
+        #[prost(int32, tag = "2")]
+        pub num_postings_lists: i32,
+        #[prost(int32, tag = "3")]
+        pub num_docs: i32,
+        #[prost(int32, tag = "4")]
+        pub total_postings_lists: i32,
+        #[prost(int32, tag = "5")]
+        pub total_docs: i32,
+        #[prost(int64, tag = "6")]
+        pub total_terms_in_collection: i64,
+        #[prost(double, tag = "7")]
+        pub average_doclength: f64,
+        #[prost(string, tag = "8")]
+        pub description: String,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct Posting {
+        /// The gap to the previous posting's docid (the first: the docid).
+        #[prost(int32, tag = "1")]
+        pub docid: i32,
+        #[prost(int32, tag = "2")]
+        pub tf: i32,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct PostingsList {
+        #[prost(string, tag = "1")]
+        pub term: String,
+        #[prost(int64, tag = "2")]
+        pub df: i64,
+        #[prost(int64, tag = "3")]
+        pub cf: i64,
+        #[prost(message, repeated, tag = "4")]
+        pub postings: Vec<Posting>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct DocRecord {
+        #[prost(int32, tag = "1")]
+        pub docid: i32,
+        #[prost(string, tag = "2")]
+        pub collection_docid: String,
+        #[prost(int32, tag = "3")]
+        pub doclength: i32,
+    }
+}
+
+pub use ciff::{DocRecord, Header, Posting, PostingsList};
+
+/// CIFF in three stages over the vector file: count each term's postings; then, for runs of
+/// terms (in string order) whose postings fit `budget`, gather and write their lists; then the
+/// document records. A document's length is its number of terms with a non-zero impact.
+fn write_ciff(
+    vectors: &Path,
+    vocabulary: &[String],
+    factor: f32,
+    budget: usize,
+    out: &Path,
+) -> Result<usize> {
+    let mut df = vec![0usize; vocabulary.len()];
+    let mut num_docs = 0usize;
+    let mut total_terms = 0i64;
+    read_vectors(vectors, |_, terms| {
+        num_docs += 1;
+        for &(t, w) in terms {
+            let slot = df.get_mut(t as usize).ok_or_else(|| EvalError::File {
+                path: vectors.to_path_buf(),
+                message: format!(
+                    "term {t} is beyond the vocabulary of {} tokens",
+                    vocabulary.len()
+                ),
+            })?;
+            if quantize(w, factor) > 0 {
+                *slot += 1;
+                total_terms += 1;
+            }
+        }
+        Ok(())
+    })?;
+    let mut terms: Vec<u32> = (0..vocabulary.len() as u32)
+        .filter(|&t| df[t as usize] > 0)
+        .collect();
+    terms.sort_by(|a, b| vocabulary[*a as usize].cmp(&vocabulary[*b as usize]));
+    let header = Header {
+        version: 1,
+        num_postings_lists: terms.len() as i32,
+        num_docs: num_docs as i32,
+        total_postings_lists: terms.len() as i32,
+        total_docs: num_docs as i32,
+        total_terms_in_collection: total_terms,
+        average_doclength: if num_docs == 0 {
+            0.0
+        } else {
+            total_terms as f64 / num_docs as f64
+        },
+        description: format!(
+            "lsr {}: SPLADE impacts round(w × {factor}) of {}",
+            env!("CARGO_PKG_VERSION"),
+            vectors.display()
+        ),
+    };
+    write_out(out, |file| {
+        let mut write = |bytes: Vec<u8>| file.write_all(&bytes).map_err(|e| EvalError::io(out, e));
+        write(header.encode_length_delimited_to_vec())?;
+        let mut start = 0;
+        while start < terms.len() {
+            let mut end = start;
+            let mut held = 0;
+            while end < terms.len() && (end == start || held + df[terms[end] as usize] <= budget) {
+                held += df[terms[end] as usize];
+                end += 1;
+            }
+            let lists = gather(vectors, &terms[start..end], factor)?;
+            for (term, postings) in terms[start..end].iter().zip(lists) {
+                let list = postings_list(&vocabulary[*term as usize], &postings);
+                write(list.encode_length_delimited_to_vec())?;
+            }
+            start = end;
+        }
+        let mut docid = 0;
+        let progress = crate::pipeline::progress_bar(&format!("{} documents", out.display()));
+        let records = read_vectors(vectors, |id, terms| {
+            let doclength = terms
+                .iter()
+                .filter(|(_, w)| quantize(*w, factor) > 0)
+                .count();
+            let record = DocRecord {
+                docid,
+                collection_docid: id.to_string(),
+                doclength: doclength as i32,
+            };
+            docid += 1;
+            progress.inc(1);
+            write(record.encode_length_delimited_to_vec())
+        });
+        progress.finish_and_clear();
+        records.map(drop)
+    })?;
+    Ok(num_docs)
+}
+
+/// The postings (docid, impact) of each of `terms`, in docid order, from one pass.
+fn gather(vectors: &Path, terms: &[u32], factor: f32) -> Result<Vec<Vec<(u32, u32)>>> {
+    let slot: std::collections::HashMap<u32, usize> =
+        terms.iter().enumerate().map(|(i, t)| (*t, i)).collect();
+    let mut lists = vec![Vec::new(); terms.len()];
+    let mut docid = 0u32;
+    read_vectors(vectors, |_, doc| {
+        for &(t, w) in doc {
+            let impact = quantize(w, factor);
+            if let (Some(&i), true) = (slot.get(&t), impact > 0) {
+                lists[i].push((docid, impact));
+            }
+        }
+        docid += 1;
+        Ok(())
+    })?;
+    Ok(lists)
+}
+
+fn postings_list(term: &str, postings: &[(u32, u32)]) -> PostingsList {
+    let mut previous = 0;
+    PostingsList {
+        term: term.to_string(),
+        df: postings.len() as i64,
+        cf: postings.iter().map(|(_, tf)| *tf as i64).sum(),
+        postings: postings
+            .iter()
+            .map(|&(docid, tf)| {
+                let gap = docid - previous;
+                previous = docid;
+                Posting {
+                    docid: gap as i32,
+                    tf: tf as i32,
+                }
+            })
+            .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::vectors::VectorWriter;
+
+    type Vectors = Vec<(String, BTreeMap<u32, f32>)>;
+
+    const VOCABULARY: [&str; 6] = ["[PAD]", "the", "##ing", "egg", "capital", "rome"];
+
+    fn vocabulary() -> Vec<String> {
+        VOCABULARY.map(String::from).to_vec()
+    }
+
+    fn vectors() -> Vectors {
+        let doc =
+            |id: &str, terms: &[(u32, f32)]| (id.to_string(), terms.iter().copied().collect());
+        vec![
+            doc("d1", &[(1, 0.5), (3, 2.25), (5, 0.004)]),
+            doc("d2", &[]),
+            doc("d3", &[(2, 1.0), (3, 0.126), (4, 3.5)]),
+            doc("d4", &[(1, 0.02), (4, 0.7)]),
+        ]
+    }
+
+    fn write(dir: &Path) -> std::path::PathBuf {
+        let path = dir.join("corpus.vectors");
+        let mut writer = VectorWriter::create(&path).unwrap();
+        for (id, terms) in vectors() {
+            let terms: Vec<(u32, f32)> = terms.into_iter().collect();
+            writer.write(&id, &terms).unwrap();
+        }
+        writer.finish().unwrap();
+        path
+    }
+
+    /// The vectors as the integer formats keep them.
+    fn quantized() -> Vec<(String, BTreeMap<u32, u32>)> {
+        vectors()
+            .into_iter()
+            .map(|(id, terms)| {
+                let kept = terms
+                    .into_iter()
+                    .map(|(t, w)| (t, quantize(w, DEFAULT_QUANTIZE)))
+                    .filter(|(_, q)| *q > 0)
+                    .collect();
+                (id, kept)
+            })
+            .collect()
+    }
+
+    fn term_id(token: &str) -> u32 {
+        VOCABULARY.iter().position(|t| *t == token).unwrap() as u32
+    }
+
+    #[test]
+    fn json_formats_read_back_to_the_vectors() {
+        let dir = tempfile::tempdir().unwrap();
+        let input = write(dir.path());
+        let lines = |format: Format| {
+            let out = dir.path().join("out");
+            assert_eq!(
+                export(&input, &vocabulary(), format, DEFAULT_QUANTIZE, &out).unwrap(),
+                4
+            );
+            std::fs::read_to_string(&out).unwrap()
+        };
+        let anserini: Vec<(String, BTreeMap<u32, u32>)> = lines(Format::AnseriniDocuments)
+            .lines()
+            .map(|line| {
+                let doc: serde_json::Value = serde_json::from_str(line).unwrap();
+                let vector = doc["vector"].as_object().unwrap();
+                let terms = vector
+                    .iter()
+                    .map(|(t, v)| (term_id(t), v.as_u64().unwrap() as u32));
+                (doc["id"].as_str().unwrap().to_string(), terms.collect())
+            })
+            .collect();
+        assert_eq!(anserini, quantized());
+        let seismic: Vectors = lines(Format::Seismic)
+            .lines()
+            .map(|line| {
+                let doc: serde_json::Value = serde_json::from_str(line).unwrap();
+                let vector = doc["vector"].as_object().unwrap();
+                let terms = vector
+                    .iter()
+                    .map(|(t, v)| (term_id(t), v.as_f64().unwrap() as f32));
+                (doc["id"].as_str().unwrap().to_string(), terms.collect())
+            })
+            .collect();
+        assert_eq!(seismic, vectors());
+        let queries: Vec<(String, BTreeMap<u32, u32>)> = lines(Format::AnseriniQueries)
+            .lines()
+            .map(|line| {
+                let (id, text) = line.split_once('\t').unwrap();
+                let mut terms = BTreeMap::new();
+                for token in text.split_whitespace() {
+                    *terms.entry(term_id(token)).or_default() += 1;
+                }
+                (id.to_string(), terms)
+            })
+            .collect();
+        assert_eq!(queries, quantized());
+    }
+
+    #[test]
+    fn ciff_reads_back_to_the_vectors_in_one_pass_or_many() {
+        let dir = tempfile::tempdir().unwrap();
+        let input = write(dir.path());
+        for budget in [usize::MAX, 1] {
+            let out = dir.path().join("index.ciff");
+            write_ciff(&input, &vocabulary(), DEFAULT_QUANTIZE, budget, &out).unwrap();
+            let bytes = std::fs::read(&out).unwrap();
+            let mut buf = bytes.as_slice();
+            let header = Header::decode_length_delimited(&mut buf).unwrap();
+            assert_eq!((header.version, header.num_docs), (1, 4));
+            let mut docs: Vec<BTreeMap<u32, u32>> = vec![BTreeMap::new(); 4];
+            let mut terms = Vec::new();
+            for _ in 0..header.num_postings_lists {
+                let list = PostingsList::decode_length_delimited(&mut buf).unwrap();
+                let mut docid = 0;
+                for posting in &list.postings {
+                    docid += posting.docid as usize;
+                    docs[docid].insert(term_id(&list.term), posting.tf as u32);
+                }
+                assert_eq!(list.df as usize, list.postings.len());
+                terms.push(list.term);
+            }
+            assert!(
+                terms.windows(2).all(|w| w[0] < w[1]),
+                "terms in order: {terms:?}"
+            );
+            let mut read = Vec::new();
+            for docid in 0..header.num_docs {
+                let record = DocRecord::decode_length_delimited(&mut buf).unwrap();
+                assert_eq!(record.docid, docid);
+                assert_eq!(record.doclength as usize, docs[docid as usize].len());
+                read.push((record.collection_docid, docs[docid as usize].clone()));
+            }
+            assert!(buf.is_empty(), "nothing after the document records");
+            assert_eq!(read, quantized(), "budget {budget}");
+            let total: usize = read.iter().map(|(_, t)| t.len()).sum();
+            assert_eq!(header.total_terms_in_collection as usize, total);
+        }
+    }
+
+    #[test]
+    fn a_token_with_whitespace_is_refused_for_anserini() {
+        let dir = tempfile::tempdir().unwrap();
+        let input = write(dir.path());
+        let mut vocabulary = vocabulary();
+        vocabulary[3] = "two words".into();
+        let error = export(
+            &input,
+            &vocabulary,
+            Format::AnseriniDocuments,
+            100.0,
+            &dir.path().join("x"),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(error.contains("\"two words\""), "{error}");
+        assert!(!dir.path().join("x").exists());
+    }
+}
