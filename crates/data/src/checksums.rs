@@ -195,6 +195,7 @@ mod tests {
             "trec-dl-2020",
             "beir-13",
             "nanobeir-13",
+            crate::fetch::MSMARCO_TRAIN,
         ] {
             for download in crate::fetch::plan(name).unwrap() {
                 let url = download.origin();

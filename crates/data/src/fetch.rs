@@ -61,8 +61,21 @@ impl Download {
     }
 }
 
-/// The downloads a data set (or group) needs.
+/// The training data `lsr data fetch` also installs: MS MARCO's `triples.train.small.tsv`
+/// (query, positive, BM25 negative), which `table1.toml` trains on.
+pub const MSMARCO_TRAIN: &str = "msmarco-train";
+
+/// The downloads a data set (or group, or [`MSMARCO_TRAIN`]) needs.
 pub fn plan(name: &str) -> Result<Vec<Download>> {
+    if name == MSMARCO_TRAIN {
+        return Ok(vec![Download::Url {
+            url: format!("{MSMARCO}/triples.train.small.tar.gz"),
+            payload: Payload::TarGz(vec![(
+                "triples.train.small.tsv".into(),
+                "msmarco/triples.train.small.tsv".into(),
+            )]),
+        }]);
+    }
     Ok(Dataset::members(name)?
         .iter()
         .flat_map(|member| plan_one(member))
@@ -228,6 +241,10 @@ pub fn verify_installed(name: &str, root: &Path) -> Result<(usize, usize)> {
 /// Parses every set of `name` under `root` and checks its number of evaluated queries.
 pub fn verify(name: &str, root: &Path) -> Result<Vec<(String, usize)>> {
     let mut checked = Vec::new();
+    if name == MSMARCO_TRAIN {
+        // Training data: no evaluated queries; its files are checked by their record.
+        return Ok(checked);
+    }
     for dataset in Dataset::resolve(name, root)? {
         let (queries, _) = dataset.queries_and_qrels()?;
         if let Some(expected) = expected_queries(&dataset.name)
