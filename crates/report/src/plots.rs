@@ -1,8 +1,9 @@
 //! Figures, each as PNG and SVG: loss curves (one panel per backbone, one colour per k, total
 //! loss solid and ranking loss dashed, log y; a collapsed run ends in a cross), beside them the
 //! validation nDCG@10 of the cells that validated (the best pass of each marked), and the
-//! effectiveness/efficiency trade-off (mean nDCG@10 of the trade-off set against FLOPs, log x,
-//! one colour per backbone, points joined in k order and labelled with k).
+//! effectiveness/efficiency trade-off (mean nDCG@10 of the trade-off set against FLOPs, log x:
+//! one marker per cell, its colour the backbone's and its shape the k's, each backbone's best k
+//! ringed).
 
 use std::path::{Path, PathBuf};
 use std::sync::Once;
@@ -350,6 +351,8 @@ fn draw_tradeoff<DB: DrawingBackend>(
     root: DrawingArea<DB, Shift>,
 ) -> Result<(), String> {
     root.fill(&WHITE).map_err(|e| e.to_string())?;
+    // The legend beside the plot, where it hides no point.
+    let (root, legend) = root.split_horizontally(760);
     let backbones = matrix.backbones();
     let all: Vec<(f64, f64, f64)> = backbones
         .iter()
@@ -372,7 +375,8 @@ fn draw_tradeoff<DB: DrawingBackend>(
     };
     let (y_low, y_high) = if y_low.is_finite() {
         let pad = ((y_high - y_low) * 0.15).max(0.02);
-        ((y_low - pad).max(0.0), (y_high + pad).min(1.0))
+        // Below 0 a little, so that cells at 0 sit above the axis, not on it.
+        ((y_low - pad).max(-0.04), (y_high + pad).min(1.0))
     } else {
         (0.0, 1.0)
     };
@@ -397,6 +401,10 @@ fn draw_tradeoff<DB: DrawingBackend>(
         .axis_desc_style((FAMILY, 14))
         .draw()
         .map_err(|e| e.to_string())?;
+    let mut ks: Vec<f64> = all.iter().map(|p| p.0).collect();
+    ks.sort_by(f64::total_cmp);
+    ks.dedup();
+    let shape_of = |k: f64| ks.iter().position(|&x| x == k).unwrap_or(0);
     for (i, backbone) in backbones.iter().enumerate() {
         let points = tradeoff_points(matrix, backbone);
         if points.is_empty() {
@@ -404,32 +412,75 @@ fn draw_tradeoff<DB: DrawingBackend>(
         }
         let c = colour(i);
         chart
-            .draw_series(LineSeries::new(
-                points.iter().map(|p| (p.1, p.2)),
-                c.stroke_width(2),
-            ))
-            .map_err(|e| e.to_string())?
-            .label(backbone.to_string())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(2)));
-        chart
             .draw_series(points.iter().map(|p| {
-                EmptyElement::at((p.1, p.2))
-                    + Circle::new((0, 0), 4, c.filled())
-                    + Text::new(
-                        format!("k={}", p.0),
-                        (6, -14),
-                        (FAMILY, 12).into_font().color(&c),
-                    )
+                EmptyElement::at((p.1, p.2)) + Polygon::new(marker(shape_of(p.0)), c.filled())
             }))
             .map_err(|e| e.to_string())?;
+        // Each backbone's best k, ringed.
+        let best = points.iter().max_by(|a, b| a.2.total_cmp(&b.2));
+        chart
+            .draw_series(best.map(|p| Circle::new((p.1, p.2), 10, BLACK.stroke_width(2))))
+            .map_err(|e| e.to_string())?;
     }
-    chart
-        .configure_series_labels()
-        .label_font((FAMILY, 13))
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .position(SeriesLabelPosition::LowerRight)
-        .draw()
-        .map_err(|e| e.to_string())?;
+    let entries = backbones
+        .iter()
+        .enumerate()
+        .map(|(i, b)| (b.to_string(), Legend::Backbone(colour(i))))
+        .chain(
+            ks.iter()
+                .enumerate()
+                .map(|(shape, k)| (format!("k = {k}"), Legend::K(shape))),
+        )
+        .chain(std::iter::once(("best k".to_string(), Legend::Best)));
+    for (row, (text, entry)) in entries.enumerate() {
+        let (x, y) = (14, 60 + 24 * row as i32);
+        let grey = RGBColor(90, 90, 90);
+        let drawn = match entry {
+            Legend::Backbone(c) => legend.draw(&Circle::new((x, y), 6, c.filled())),
+            Legend::K(shape) => legend
+                .draw(&(EmptyElement::at((x, y)) + Polygon::new(marker(shape), grey.filled()))),
+            Legend::Best => legend.draw(&Circle::new((x, y), 10, BLACK.stroke_width(2))),
+        };
+        drawn.map_err(|e| e.to_string())?;
+        legend
+            .draw_text(
+                &text,
+                &(FAMILY, 14).into_font().color(&BLACK),
+                (x + 18, y - 8),
+            )
+            .map_err(|e| e.to_string())?;
+    }
     Ok(())
+}
+
+/// An entry of the trade-off figure's legend.
+enum Legend {
+    Backbone(RGBColor),
+    K(usize),
+    Best,
+}
+
+/// The outline of the `shape`-th k's marker, in pixels around the point: circle, triangle,
+/// square, diamond, inverted triangle, hexagon.
+fn marker(shape: usize) -> Vec<(i32, i32)> {
+    let polygon = |corners: usize, radius: f64, turn: f64| -> Vec<(i32, i32)> {
+        (0..corners)
+            .map(|i| {
+                let angle = turn + std::f64::consts::TAU * i as f64 / corners as f64;
+                (
+                    (radius * angle.cos()).round() as i32,
+                    (radius * angle.sin()).round() as i32,
+                )
+            })
+            .collect()
+    };
+    let up = -std::f64::consts::FRAC_PI_2;
+    match shape % 6 {
+        0 => polygon(16, 5.5, 0.0),
+        1 => polygon(3, 7.5, up),
+        2 => polygon(4, 7.0, std::f64::consts::FRAC_PI_4),
+        3 => polygon(4, 7.5, 0.0),
+        4 => polygon(3, 7.5, -up),
+        _ => polygon(6, 6.5, 0.0),
+    }
 }

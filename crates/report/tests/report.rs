@@ -128,7 +128,7 @@ fn figures_are_written_as_png_and_svg() {
         );
     }
     let svg = std::fs::read_to_string(out.join("tradeoff.svg")).unwrap();
-    assert!(svg.contains("k=16") && svg.contains("modernbert") && svg.contains("bert"));
+    assert!(svg.contains("k = 16") && svg.contains("modernbert") && svg.contains("best k"));
     let losses = std::fs::read_to_string(out.join("losses.svg")).unwrap();
     assert!(
         losses.contains("k=4 (collapsed)"),
