@@ -40,8 +40,9 @@ impl TextTokenizer {
         };
         let text = std::fs::read(path).map_err(|e| BackboneError::io(path, e))?;
         // `tokenizers` panics on some syntax errors (inside a decoder) instead of returning
-        // them, so the file is checked to be JSON first.
-        serde_json::from_slice::<serde::de::IgnoredAny>(&text)
+        // them, so the file is checked to be JSON first, strings decoded (a lone surrogate
+        // escape is such an error).
+        serde_json::from_slice::<serde_json::Value>(&text)
             .map_err(|e| error(format!("not valid JSON: {e}")))?;
         let mut inner = Tokenizer::from_bytes(&text).map_err(|e| error(e.to_string()))?;
         let vocab = inner.get_vocab_size(true);
@@ -61,11 +62,7 @@ impl TextTokenizer {
                  `special_tokens` do not define"
             )));
         }
-        let largest = inner
-            .get_vocab(true)
-            .into_values()
-            .chain(special_ids)
-            .max();
+        let largest = inner.get_vocab(true).into_values().chain(special_ids).max();
         if let Some(id) = largest.filter(|&id| id as usize >= embedding_rows) {
             return Err(error(format!(
                 "token id {id} has no row among the model's {embedding_rows} embedding rows \
