@@ -11,6 +11,10 @@ targets=(safetensors pytorch config tokenizer trec_run trec_qrels beir triples v
 target=${1:?usage: fuzz.sh TARGET|all [RUNS] [SECONDS]; targets: ${targets[*]}}
 runs=${2:-1000000}
 seconds=${3:-1800}
+if [ "$target" != all ] && [[ " ${targets[*]} " != *" $target "* ]]; then
+    echo "unknown target $target; targets: ${targets[*]}" >&2
+    exit 2
+fi
 
 # The committed fixtures a target's corpus starts from, plus its small seeds in seeds/<target>/.
 seed() {
@@ -33,10 +37,8 @@ seed() {
             { printf '\1'; cat "$fixtures"/train/triples.jsonl; } > "$corpus"/jsonl.txt
             { printf '\2'; cat "$fixtures"/train/qidpidtriples.tsv; printf '\0'
               cat "$fixtures"/train/queries.tsv; printf '\0'; cat "$fixtures"/train/collection.tsv; } > "$corpus"/ids.txt ;;
-        vectors) ;;
         matrix) cp "$root"/experiments/*.toml "$corpus"/ ;;
-        cell) ;;
-        *) echo "unknown target $target; targets: ${targets[*]}" >&2; exit 2 ;;
+        vectors | cell) ;;
     esac
     if [ -d "$fuzz/seeds/$target" ]; then cp "$fuzz/seeds/$target"/* "$corpus"/; fi
 }
