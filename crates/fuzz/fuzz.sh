@@ -73,7 +73,7 @@ run() {
     fi
 }
 
-(cd "$fuzz/libfuzzer" && nice -n 19 cargo build -j 1 --release --offline)
+(cd "$fuzz/libfuzzer" && nice -n 19 cargo build -j 1 --release)
 if [ "$target" = all ]; then
     # A finding ends that target's run, not the others'.
     status=0
