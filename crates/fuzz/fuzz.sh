@@ -74,6 +74,10 @@ run() {
 }
 
 (cd "$fuzz/libfuzzer" && nice -n 19 cargo build -j 1 --release)
+# Every fuzzing process writes its inputs into a directory of its own in here.
+LSR_FUZZ_SCRATCH=$(mktemp -d -p /dev/shm lsr-fuzz.XXXXXX 2>/dev/null || mktemp -d)
+export LSR_FUZZ_SCRATCH
+trap 'rm -rf "$LSR_FUZZ_SCRATCH"' EXIT
 if [ "$target" = all ]; then
     # A finding ends that target's run, not the others'.
     status=0

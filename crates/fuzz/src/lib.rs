@@ -80,17 +80,18 @@ thread_local! {
     static SCRATCH: RefCell<Option<tempfile::TempDir>> = const { RefCell::new(None) };
 }
 
-/// Writes `data` to `name` in this thread's scratch directory (in memory, under /dev/shm,
-/// where there is one) and returns its path.
+/// Writes `data` to `name` in this thread's scratch directory and returns its path. The
+/// directory is made in `LSR_FUZZ_SCRATCH` (which `fuzz.sh` removes afterwards: libFuzzer's
+/// processes exit without removing theirs), else in memory under /dev/shm where there is one.
 fn scratch_file(name: &str, data: &[u8]) -> PathBuf {
     SCRATCH.with(|scratch| {
         let mut scratch = scratch.borrow_mut();
         let dir = scratch.get_or_insert_with(|| {
             let shm = Path::new("/dev/shm");
-            let base = if shm.is_dir() {
-                shm.to_path_buf()
-            } else {
-                std::env::temp_dir()
+            let base = match std::env::var_os("LSR_FUZZ_SCRATCH") {
+                Some(dir) => PathBuf::from(dir),
+                None if shm.is_dir() => shm.to_path_buf(),
+                None => std::env::temp_dir(),
             };
             tempfile::Builder::new()
                 .prefix("lsr-fuzz")
