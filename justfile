@@ -92,3 +92,11 @@ bench-train-step device="flex" torch_device="cpu" python=".venv/bin/python":
     torch=$({{python}} scripts/bench/train_step.py --device {{torch_device}}); \
     echo "lsr:     $lsr"; echo "pytorch: $torch"; \
     {{python}} -c 'import json,sys; a,b=(json.loads(x) for x in sys.argv[1:]); print("lsr/pytorch seconds per step: %.2f, peak RSS: %.2f" % (a["seconds_per_step"]/b["seconds_per_step"], a["peak_rss_mib"]/b["peak_rss_mib"]))' "$lsr" "$torch"
+
+# Fuzz one reader (crates/fuzz/README.md), `runs` executions or `seconds`: `just fuzz safetensors`.
+fuzz target runs="1000000" seconds="1800":
+    crates/fuzz/fuzz.sh {{target}} {{runs}} {{seconds}}
+
+# Every fuzz target, one after the other, each for `runs` executions or `seconds`.
+fuzz-all runs="1000000" seconds="1800":
+    crates/fuzz/fuzz.sh all {{runs}} {{seconds}}

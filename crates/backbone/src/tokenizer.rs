@@ -38,11 +38,34 @@ impl TextTokenizer {
             path: path.to_path_buf(),
             message,
         };
-        let mut inner = Tokenizer::from_file(path).map_err(|e| error(e.to_string()))?;
+        let text = std::fs::read(path).map_err(|e| BackboneError::io(path, e))?;
+        // `tokenizers` panics on some syntax errors (inside a decoder) instead of returning
+        // them, so the file is checked to be JSON first, strings decoded (a lone surrogate
+        // escape is such an error).
+        serde_json::from_slice::<serde_json::Value>(&text)
+            .map_err(|e| error(format!("not valid JSON: {e}")))?;
+        let mut inner = Tokenizer::from_bytes(&text).map_err(|e| error(e.to_string()))?;
         let vocab = inner.get_vocab_size(true);
         if vocab > embedding_rows {
             return Err(error(format!(
                 "vocabulary of {vocab} tokens exceeds the model's {embedding_rows} embedding rows \
+                 (config.json vocab_size): tokenizer and checkpoint do not belong together"
+            )));
+        }
+        let processor =
+            serde_json::to_value(inner.get_post_processor()).map_err(|e| error(e.to_string()))?;
+        let mut special_ids = Vec::new();
+        let undefined = template_special_tokens(&processor, &mut special_ids);
+        if let Some(token) = undefined.first() {
+            return Err(error(format!(
+                "the post-processor's template uses special token `{token}`, which its \
+                 `special_tokens` do not define"
+            )));
+        }
+        let largest = inner.get_vocab(true).into_values().chain(special_ids).max();
+        if let Some(id) = largest.filter(|&id| id as usize >= embedding_rows) {
+            return Err(error(format!(
+                "token id {id} has no row among the model's {embedding_rows} embedding rows \
                  (config.json vocab_size): tokenizer and checkpoint do not belong together"
             )));
         }
@@ -120,6 +143,69 @@ impl TextTokenizer {
     pub fn vocab_size(&self) -> usize {
         self.inner.get_vocab_size(true)
     }
+}
+
+/// The special tokens that the template post-processors in `processor` (as serialised, so
+/// that those inside a `Sequence` are found too) use without defining, and, into `ids`, the ids
+/// of the special tokens every post-processor adds. `tokenizers` loads a template that uses an
+/// undefined token and panics on the first text.
+fn template_special_tokens(processor: &serde_json::Value, ids: &mut Vec<u32>) -> Vec<String> {
+    use serde_json::Value;
+    let mut undefined = Vec::new();
+    let kind = processor.get("type").and_then(Value::as_str);
+    match processor {
+        Value::Object(map) if matches!(kind, Some("BertProcessing" | "RobertaProcessing")) => {
+            // `sep` and `cls` are `[token, id]`.
+            let id = |field: &str| {
+                map.get(field)
+                    .and_then(|v| v.get(1))
+                    .and_then(Value::as_u64)
+            };
+            ids.extend(
+                ["sep", "cls"]
+                    .into_iter()
+                    .filter_map(id)
+                    .map(|id| id as u32),
+            );
+        }
+        Value::Object(map) if kind == Some("TemplateProcessing") => {
+            let defined = map.get("special_tokens").and_then(Value::as_object);
+            for token in defined.into_iter().flat_map(|d| d.values()) {
+                let token_ids = token.get("ids").and_then(Value::as_array);
+                ids.extend(
+                    token_ids
+                        .into_iter()
+                        .flatten()
+                        .filter_map(Value::as_u64)
+                        .map(|id| id as u32),
+                );
+            }
+            let pieces = ["single", "pair"]
+                .into_iter()
+                .filter_map(|template| map.get(template).and_then(Value::as_array))
+                .flatten();
+            for piece in pieces {
+                let Some(id) = piece.pointer("/SpecialToken/id").and_then(Value::as_str) else {
+                    continue;
+                };
+                if !defined.is_some_and(|d| d.contains_key(id)) {
+                    undefined.push(id.to_string());
+                }
+            }
+        }
+        Value::Object(map) => {
+            for value in map.values() {
+                undefined.extend(template_special_tokens(value, ids));
+            }
+        }
+        Value::Array(values) => {
+            for value in values {
+                undefined.extend(template_special_tokens(value, ids));
+            }
+        }
+        _ => {}
+    }
+    undefined
 }
 
 impl TokenBatch {

@@ -138,6 +138,18 @@ impl Weights {
         matches!(&*self.store, Store::Files(t) if t.contains_key(&self.full_name(name)))
     }
 
+    /// The name and shape of every tensor in the files, as their headers declare them (none
+    /// for a random store): what a reader of untrusted checkpoints can check them against.
+    pub fn stored(&self) -> Vec<(String, Vec<usize>)> {
+        match &*self.store {
+            Store::Files(tensors) => tensors
+                .iter()
+                .map(|(name, t)| (name.clone(), t.shape.clone()))
+                .collect(),
+            Store::Random { .. } => Vec::new(),
+        }
+    }
+
     /// The file that holds the tensor, or the first file of the checkpoint, for messages.
     pub fn describe_source(&self, name: &str) -> PathBuf {
         match &*self.store {

@@ -65,6 +65,12 @@ pub fn read_vectors(
     mut each: impl FnMut(&str, &[(u32, f32)]) -> Result<()>,
 ) -> Result<usize> {
     let file = std::fs::File::open(path).map_err(|source| EvalError::io(path, source))?;
+    // Lengths read from the file are checked against what is left of it before anything is
+    // allocated: a corrupt length must not become a huge allocation.
+    let mut left = file
+        .metadata()
+        .map_err(|source| EvalError::io(path, source))?
+        .len();
     let mut input = BufReader::with_capacity(1 << 20, file);
     let corrupt = |record: usize, what: &str| EvalError::File {
         path: path.to_path_buf(),
@@ -77,6 +83,17 @@ pub fn read_vectors(
             message: "not an lsr sparse-vector file".into(),
         });
     }
+    left = left.saturating_sub(MAGIC.len() as u64);
+    let mut take = |record: usize, bytes: u64, what: &str| {
+        if bytes > left {
+            return Err(corrupt(
+                record,
+                &format!("{what} of {bytes} bytes, but only {left} bytes are left in the file"),
+            ));
+        }
+        left -= bytes;
+        Ok(bytes as usize)
+    };
     let mut count = 0;
     let mut terms = Vec::new();
     loop {
@@ -89,7 +106,9 @@ pub fn read_vectors(
         input
             .read_exact(&mut word[1..])
             .map_err(|_| corrupt(count + 1, "truncated id length"))?;
-        let mut id = vec![0u8; u32::from_le_bytes(word) as usize];
+        take(count + 1, 4, "id length")?;
+        let id_len = take(count + 1, u32::from_le_bytes(word).into(), "id")?;
+        let mut id = vec![0u8; id_len];
         input
             .read_exact(&mut id)
             .map_err(|_| corrupt(count + 1, "truncated id"))?;
@@ -97,8 +116,9 @@ pub fn read_vectors(
         input
             .read_exact(&mut word)
             .map_err(|_| corrupt(count + 1, "truncated term count"))?;
-        let n = u32::from_le_bytes(word) as usize;
-        let mut bytes = vec![0u8; n * 8];
+        take(count + 1, 4, "term count")?;
+        let n = u64::from(u32::from_le_bytes(word));
+        let mut bytes = vec![0u8; take(count + 1, n * 8, "terms")?];
         input
             .read_exact(&mut bytes)
             .map_err(|_| corrupt(count + 1, "truncated terms"))?;
