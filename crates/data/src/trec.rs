@@ -35,6 +35,10 @@ pub fn open_text(path: &Path) -> Result<Box<dyn BufRead>> {
     Ok(Box::new(BufReader::with_capacity(1 << 20, reader)))
 }
 
+/// The longest line read: far beyond any document of the supported sets, and a bound on what a
+/// small compressed file can make a reader allocate.
+pub const MAX_LINE_BYTES: u64 = 64 << 20;
+
 /// Calls `each(line_number, line)` for every line, with I/O and UTF-8 errors located.
 /// Generic over the caller's error type, so a caller's own failures pass through unchanged.
 pub fn for_each_line<E: From<DataError>>(
@@ -46,13 +50,21 @@ pub fn for_each_line<E: From<DataError>>(
     let mut number = 0;
     loop {
         buffer.clear();
-        let read = reader
+        let read = (&mut reader)
+            .take(MAX_LINE_BYTES + 1)
             .read_until(b'\n', &mut buffer)
             .map_err(|e| DataError::line(path, number + 1, format!("cannot read: {e}")))?;
         if read == 0 {
             return Ok(());
         }
         number += 1;
+        if buffer.len() as u64 > MAX_LINE_BYTES {
+            let message = format!(
+                "longer than {} MiB: not a line of text",
+                MAX_LINE_BYTES >> 20
+            );
+            return Err(DataError::line(path, number, message).into());
+        }
         let line = std::str::from_utf8(&buffer)
             .map_err(|e| DataError::line(path, number, format!("invalid UTF-8: {e}")))?;
         each(number, line.trim_end_matches(['\n', '\r']))?;
@@ -211,6 +223,23 @@ mod tests {
         let path = dir.path().join(name);
         std::fs::write(&path, content).unwrap();
         (dir, path)
+    }
+
+    /// 70 KB of gzip that inflate to one 65 MiB line: refused at the cap, not read whole (a
+    /// few MB of gzip could ask for gigabytes).
+    #[test]
+    fn a_line_beyond_the_cap_is_refused_not_allocated() {
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+        let chunk = vec![b'a'; 1 << 20];
+        for _ in 0..65 {
+            gz.write_all(&chunk).unwrap();
+        }
+        let (_dir, path) = file("run.txt.gz", &gz.finish().unwrap());
+        let error = Run::read(&path).unwrap_err().to_string();
+        assert!(
+            error.contains("run.txt.gz:1: longer than 64 MiB"),
+            "{error}"
+        );
     }
 
     fn error(result: Result<impl std::fmt::Debug>) -> String {
