@@ -53,33 +53,67 @@ fn logged_steps(output: &Path) -> Vec<usize> {
         .collect()
 }
 
-#[test]
-fn a_run_killed_with_sigkill_resumes_to_the_weights_of_an_uninterrupted_run() {
-    const STEPS: usize = 400;
-    let dir = tempfile::tempdir().unwrap();
-    let whole = dir.path().join("whole");
-    std::fs::create_dir_all(&whole).unwrap();
-    let cell = write_cell(&whole, STEPS, 50);
+/// A cell in `dir`, trained to the end in one run.
+fn train_whole(dir: &Path, steps: usize, checkpoint_every: usize) {
+    std::fs::create_dir_all(dir).unwrap();
+    let cell = write_cell(dir, steps, checkpoint_every);
     lsr()
         .args(["train", "--config"])
         .arg(&cell)
         .assert()
         .success();
+}
+
+/// `lsr train --config cell` in the background, its stderr piped.
+fn spawn_train(cell: &Path) -> std::process::Child {
+    std::process::Command::new(assert_cmd::cargo::cargo_bin("lsr"))
+        .args(["train", "--config"])
+        .arg(cell)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Polls until `done`, failing after two minutes.
+fn wait_until(what: &str, done: impl Fn() -> bool) {
+    let started = Instant::now();
+    while !done() {
+        assert!(started.elapsed() < Duration::from_secs(120), "no {what}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// `--resume` on `cell` (output `resumed/out`) ends with the weights of the uninterrupted run
+/// in `whole/out`, every step logged once.
+fn resume_to_the_same_weights(cell: &Path, whole: &Path, resumed: &Path, steps: usize) {
+    lsr()
+        .args(["train", "--resume", "--config"])
+        .arg(cell)
+        .assert()
+        .success();
+    let weights =
+        |root: &Path| std::fs::read(root.join("out/checkpoints/model/model.safetensors")).unwrap();
+    assert!(weights(whole) == weights(resumed), "resumed weights differ");
+    assert_eq!(
+        logged_steps(&resumed.join("out")),
+        (1..=steps).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn a_run_killed_with_sigkill_resumes_to_the_weights_of_an_uninterrupted_run() {
+    const STEPS: usize = 400;
+    let dir = tempfile::tempdir().unwrap();
+    let whole = dir.path().join("whole");
+    train_whole(&whole, STEPS, 50);
 
     let killed = dir.path().join("killed");
     std::fs::create_dir_all(&killed).unwrap();
     let cell = write_cell(&killed, STEPS, 50);
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("lsr"))
-        .args(["train", "--config"])
-        .arg(&cell)
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let started = Instant::now();
-    while logged_steps(&killed.join("out")).len() < 120 {
-        assert!(started.elapsed() < Duration::from_secs(120), "no progress");
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    let mut child = spawn_train(&cell);
+    wait_until("progress", || {
+        logged_steps(&killed.join("out")).len() >= 120
+    });
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
     let status = std::fs::read_to_string(killed.join("out/status.json")).unwrap();
@@ -88,21 +122,7 @@ fn a_run_killed_with_sigkill_resumes_to_the_weights_of_an_uninterrupted_run() {
         "the run ended before the kill: {status}"
     );
 
-    lsr()
-        .args(["train", "--resume", "--config"])
-        .arg(&cell)
-        .assert()
-        .success();
-    let weights =
-        |root: &Path| std::fs::read(root.join("out/checkpoints/model/model.safetensors")).unwrap();
-    assert!(
-        weights(&whole) == weights(&killed),
-        "resumed weights differ"
-    );
-    assert_eq!(
-        logged_steps(&killed.join("out")),
-        (1..=STEPS).collect::<Vec<_>>()
-    );
+    resume_to_the_same_weights(&cell, &whole, &killed, STEPS);
 }
 
 /// A disk that fills up during a run: the checkpoint that did not fit leaves nothing behind, the
@@ -116,29 +136,12 @@ fn a_full_disk_keeps_the_last_checkpoint_and_resume_continues_from_it() {
     };
     const STEPS: usize = 100;
     let dir = tempfile::tempdir().unwrap();
-    let cell = write_cell(dir.path(), STEPS, 20);
-    lsr()
-        .args(["train", "--config"])
-        .arg(&cell)
-        .assert()
-        .success();
+    train_whole(dir.path(), STEPS, 20);
 
     let cell = write_cell(disk.path(), STEPS, 20);
     let checkpoints = disk.path().join("out/checkpoints");
-    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("lsr"))
-        .args(["train", "--config"])
-        .arg(&cell)
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let started = Instant::now();
-    while !checkpoints.join("step-00000020").is_dir() {
-        assert!(
-            started.elapsed() < Duration::from_secs(120),
-            "no checkpoint"
-        );
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    let child = spawn_train(&cell);
+    wait_until("checkpoint", || checkpoints.join("step-00000020").is_dir());
     // Room for the log's rows, not for the next checkpoint.
     disk.fill(64 << 10);
     let output = child.wait_with_output().unwrap();
@@ -178,21 +181,7 @@ fn a_full_disk_keeps_the_last_checkpoint_and_resume_continues_from_it() {
     assert!(!export.exists() && !export.with_extension("partial").exists());
 
     disk.free();
-    lsr()
-        .args(["train", "--resume", "--config"])
-        .arg(&cell)
-        .assert()
-        .success();
-    let weights =
-        |root: &Path| std::fs::read(root.join("out/checkpoints/model/model.safetensors")).unwrap();
-    assert!(
-        weights(dir.path()) == weights(disk.path()),
-        "resumed weights differ"
-    );
-    assert_eq!(
-        logged_steps(&disk.path().join("out")),
-        (1..=STEPS).collect::<Vec<_>>()
-    );
+    resume_to_the_same_weights(&cell, dir.path(), disk.path(), STEPS);
 }
 
 /// As Slurm stops a task at its time limit: SIGTERM, a checkpoint at the next step, code 75.
@@ -201,28 +190,15 @@ fn a_run_stopped_with_sigterm_checkpoints_exits_75_and_resumes_to_the_same_weigh
     const STEPS: usize = 200;
     let dir = tempfile::tempdir().unwrap();
     let whole = dir.path().join("whole");
-    std::fs::create_dir_all(&whole).unwrap();
-    let cell = write_cell(&whole, STEPS, 50);
-    lsr()
-        .args(["train", "--config"])
-        .arg(&cell)
-        .assert()
-        .success();
+    train_whole(&whole, STEPS, 50);
 
     let stopped = dir.path().join("stopped");
     std::fs::create_dir_all(&stopped).unwrap();
     let cell = write_cell(&stopped, STEPS, 50);
-    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("lsr"))
-        .args(["train", "--config"])
-        .arg(&cell)
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let started = Instant::now();
-    while logged_steps(&stopped.join("out")).len() < 60 {
-        assert!(started.elapsed() < Duration::from_secs(120), "no progress");
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    let child = spawn_train(&cell);
+    wait_until("progress", || {
+        logged_steps(&stopped.join("out")).len() >= 60
+    });
     std::process::Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status()
@@ -242,21 +218,7 @@ fn a_run_stopped_with_sigterm_checkpoints_exits_75_and_resumes_to_the_same_weigh
         (1..=status.step).collect::<Vec<_>>()
     );
 
-    lsr()
-        .args(["train", "--resume", "--config"])
-        .arg(&cell)
-        .assert()
-        .success();
-    let weights =
-        |root: &Path| std::fs::read(root.join("out/checkpoints/model/model.safetensors")).unwrap();
-    assert!(
-        weights(&whole) == weights(&stopped),
-        "resumed weights differ"
-    );
-    assert_eq!(
-        logged_steps(&stopped.join("out")),
-        (1..=STEPS).collect::<Vec<_>>()
-    );
+    resume_to_the_same_weights(&cell, &whole, &stopped, STEPS);
 }
 
 #[test]
@@ -347,13 +309,7 @@ fn two_processes_on_one_output_train_it_once() {
     const STEPS: usize = 60;
     let dir = tempfile::tempdir().unwrap();
     let single = dir.path().join("single");
-    std::fs::create_dir_all(&single).unwrap();
-    let cell = write_cell(&single, STEPS, 20);
-    lsr()
-        .args(["train", "--config"])
-        .arg(&cell)
-        .assert()
-        .success();
+    train_whole(&single, STEPS, 20);
 
     // Both with --resume, as a requeued Slurm task and its original would be.
     let shared = dir.path().join("shared");
