@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::{Args, Subcommand, ValueEnum};
-use lsr_backbone::Backbone;
+use lsr_backbone::{Checkpoint, ModelConfig, TextTokenizer};
 use lsr_eval::export::{DEFAULT_QUANTIZE, Format, export};
 
 #[derive(Subcommand)]
@@ -56,14 +56,13 @@ pub fn run(command: VectorsCommand) -> Result<()> {
     if !(args.quantize.is_finite() && args.quantize > 0.0) {
         anyhow::bail!("--quantize must be finite and > 0, got {}", args.quantize);
     }
-    let backbone = Backbone::load(&args.checkpoint, &burn::prelude::Device::flex(), 8)?;
-    let vocabulary: Vec<String> = (0..backbone.config.dims.vocab_size as u32)
-        .map(|id| {
-            backbone
-                .tokenizer
-                .token(id)
-                .unwrap_or_else(|| format!("[{id}]"))
-        })
+    // The tokenizer names the terms; the weights are not needed.
+    let checkpoint = Checkpoint::resolve(&args.checkpoint)?;
+    let dims = ModelConfig::read(&checkpoint.config)?.dims;
+    let tokenizer =
+        TextTokenizer::from_file(&checkpoint.tokenizer, dims.pad_token_id, dims.vocab_size, 8)?;
+    let vocabulary: Vec<String> = (0..dims.vocab_size as u32)
+        .map(|id| tokenizer.token(id).unwrap_or_else(|| format!("[{id}]")))
         .collect();
     let written = export(&args.vectors, &vocabulary, format, args.quantize, &args.out)?;
     eprintln!("{written} vectors → {}", args.out.display());

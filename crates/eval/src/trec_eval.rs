@@ -88,29 +88,30 @@ pub fn report(
         let num_rel_ret = docs.iter().filter(|(doc, _)| relevant(doc)).count();
         (docs.len(), num_rel, num_rel_ret)
     };
-    let evaluated: Vec<&String> = qrels
+    // (query, (num_ret, num_rel, num_rel_ret)) of every query evaluated, once.
+    let evaluated: Vec<(&String, (usize, usize, usize))> = qrels
         .queries
         .keys()
         .filter(|q| run.queries.get(*q).is_some_and(|docs| !docs.is_empty()))
+        .map(|q| (q, counts(q)))
         .collect();
     let mut out = String::new();
     if options.per_query {
-        for query in &evaluated {
-            let (ret, rel, rel_ret) = counts(query);
+        for &(query, (ret, rel, rel_ret)) in &evaluated {
             for item in &items {
                 let value = match item {
                     Item::RunId | Item::NumQ => continue,
                     Item::NumRet => Value::Count(ret),
                     Item::NumRel => Value::Count(rel),
                     Item::NumRelRet => Value::Count(rel_ret),
-                    Item::Measure(m) => Value::Real(evaluation.per_query[*query][&m.name()]),
+                    Item::Measure(m) => Value::Real(evaluation.per_query[query][&m.name()]),
                 };
                 line(&mut out, &name(*item), query, value);
             }
         }
     }
-    let sum = |pick: fn((usize, usize, usize)) -> usize| -> usize {
-        evaluated.iter().map(|q| pick(counts(q))).sum()
+    let sum = |pick: fn(&(usize, usize, usize)) -> usize| -> usize {
+        evaluated.iter().map(|(_, c)| pick(c)).sum()
     };
     for item in &items {
         let value = match item {
