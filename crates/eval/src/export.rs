@@ -392,29 +392,25 @@ mod tests {
             );
             std::fs::read_to_string(&out).unwrap()
         };
-        let anserini: Vec<(String, BTreeMap<u32, u32>)> = lines(Format::AnseriniDocuments)
-            .lines()
-            .map(|line| {
-                let doc: serde_json::Value = serde_json::from_str(line).unwrap();
-                let vector = doc["vector"].as_object().unwrap();
-                let terms = vector
-                    .iter()
-                    .map(|(t, v)| (term_id(t), v.as_u64().unwrap() as u32));
-                (doc["id"].as_str().unwrap().to_string(), terms.collect())
-            })
-            .collect();
+        // JSON lines back to (id, term → weight as `value` reads it).
+        fn json<T>(
+            text: String,
+            value: fn(&serde_json::Value) -> T,
+        ) -> Vec<(String, BTreeMap<u32, T>)> {
+            text.lines()
+                .map(|line| {
+                    let doc: serde_json::Value = serde_json::from_str(line).unwrap();
+                    let vector = doc["vector"].as_object().unwrap();
+                    let terms = vector.iter().map(|(t, v)| (term_id(t), value(v)));
+                    (doc["id"].as_str().unwrap().to_string(), terms.collect())
+                })
+                .collect()
+        }
+        let anserini = json(lines(Format::AnseriniDocuments), |v| {
+            v.as_u64().unwrap() as u32
+        });
         assert_eq!(anserini, quantized());
-        let seismic: Vectors = lines(Format::Seismic)
-            .lines()
-            .map(|line| {
-                let doc: serde_json::Value = serde_json::from_str(line).unwrap();
-                let vector = doc["vector"].as_object().unwrap();
-                let terms = vector
-                    .iter()
-                    .map(|(t, v)| (term_id(t), v.as_f64().unwrap() as f32));
-                (doc["id"].as_str().unwrap().to_string(), terms.collect())
-            })
-            .collect();
+        let seismic = json(lines(Format::Seismic), |v| v.as_f64().unwrap() as f32);
         assert_eq!(seismic, vectors());
         let queries: Vec<(String, BTreeMap<u32, u32>)> = lines(Format::AnseriniQueries)
             .lines()
