@@ -31,6 +31,6 @@ pub use head::MlmHead;
 pub use hf_names::{TensorNames, parameter_values, write_checkpoint, write_checkpoint_with};
 pub use model::{Backbone, MaskedLm, RESCALE_RECORD, RescaleMode, RescaleRecord, check_scale};
 pub use precision::Precision;
-pub use stats::HeadStats;
+pub use stats::{HeadStats, PAPER_GRID, REFERENCE, REFERENCE_ROW_NORM, suggest_k};
 pub use tokenizer::{TextTokenizer, TokenBatch};
 pub use weights::{TensorOrigin, Weights};

@@ -1,8 +1,11 @@
 //! Statistics of the MLM head that tell how large its outputs are before training: the
-//! numbers a user reads to choose the rescaling factor k.
+//! numbers a user reads to choose the rescaling factor k, and the head-norm rule that chooses
+//! one from them (`lsr k suggest`).
 
 use burn::prelude::*;
 use serde::Serialize;
+
+use lsr_files::KSuggestion;
 
 use crate::error::Result;
 use crate::model::Backbone;
@@ -15,6 +18,48 @@ pub const PROBE_TEXTS: [&str; 4] = [
     "sparse retrieval represents queries and documents as weighted bags of terms",
     "how long does it take to boil an egg",
 ];
+
+/// The head-norm rule's anchor: the mean row norm of answerdotai/ModernBERT-base's tied decoder,
+/// 2.553 (the paper, second-hand: `experiments/mini-models.toml`), divided by 16, the k at which
+/// the paper reports ModernBERT's best BEIR-13 nDCG@10. It is the one documented pair of a real
+/// head's norm and its best k; nothing here was fitted to the miniature.
+pub const REFERENCE_ROW_NORM: f64 = 2.553 / 16.0;
+pub const REFERENCE: &str = "ModernBERT-base decoder mean row norm 2.553 / its best k 16";
+
+/// The paper's k grid, the default of `lsr k suggest`.
+pub const PAPER_GRID: [f64; 5] = [1.0, 2.0, 4.0, 8.0, 16.0];
+
+/// The head-norm rule: the k of `grid` that brings the decoder's mean row norm nearest to
+/// `reference` on a log scale (the rule assumes a head trains well at the reference scale, as
+/// ModernBERT's does at k = 16), ties to the smaller k. `grid` must be non-empty.
+pub fn suggest_k(
+    checkpoint: &str,
+    row_norm_mean: f64,
+    reference: (f64, &str),
+    grid: &[f64],
+) -> KSuggestion {
+    let exact_k = row_norm_mean / reference.0;
+    let distance = |k: f64| (exact_k.ln() - k.ln()).abs();
+    let k = grid
+        .iter()
+        .copied()
+        .fold(None, |best: Option<f64>, k| match best {
+            Some(b) if distance(b) < distance(k) || (distance(b) == distance(k) && b < k) => {
+                Some(b)
+            }
+            _ => Some(k),
+        })
+        .expect("a non-empty grid");
+    KSuggestion {
+        checkpoint: checkpoint.to_string(),
+        row_norm_mean,
+        reference_row_norm: reference.0,
+        reference: reference.1.to_string(),
+        exact_k,
+        grid: grid.to_vec(),
+        k,
+    }
+}
 
 #[derive(Clone, Debug, Serialize)]
 pub struct HeadStats {
@@ -112,4 +157,34 @@ fn mean_std(xs: &[f64]) -> (f64, f64) {
     let mean = xs.iter().sum::<f64>() / n;
     let var = xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n;
     (mean, var.sqrt())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn k(row_norm: f64, grid: &[f64]) -> f64 {
+        suggest_k("c", row_norm, (REFERENCE_ROW_NORM, REFERENCE), grid).k
+    }
+
+    #[test]
+    fn the_anchor_itself_gets_its_k_and_small_heads_get_none() {
+        assert_eq!(k(2.553, &PAPER_GRID), 16.0);
+        assert_eq!(k(REFERENCE_ROW_NORM, &PAPER_GRID), 1.0);
+        assert_eq!(k(0.01, &PAPER_GRID), 1.0);
+        assert_eq!(k(100.0, &PAPER_GRID), 16.0);
+    }
+
+    #[test]
+    fn the_nearest_k_on_a_log_scale_wins_and_ties_go_to_the_smaller() {
+        // log2 3 = 1.58 is nearer 2 = log2 4 than 1 = log2 2; log2 2.5 = 1.32 is nearer 1.
+        assert_eq!(k(3.0 * REFERENCE_ROW_NORM, &PAPER_GRID), 4.0);
+        assert_eq!(k(2.5 * REFERENCE_ROW_NORM, &PAPER_GRID), 2.0);
+        // k = 1 exactly, as far from 0.5 as from 2 on a log scale.
+        assert_eq!(suggest_k("c", 1.0, (1.0, "r"), &[2.0, 0.5]).k, 0.5);
+        // Any grid, in any order.
+        assert_eq!(k(3.0 * REFERENCE_ROW_NORM, &[16.0, 3.0, 1.0]), 3.0);
+        let s = suggest_k("c", 1.0, (0.5, "r"), &[1.0, 2.0]);
+        assert_eq!((s.exact_k, s.k), (2.0, 2.0));
+    }
 }

@@ -1,7 +1,8 @@
 //! `lsr`: the command line of the lsr workspace. Each subcommand is a thin shell over a crate:
-//! `norms` (backbone head statistics), `encode` (SPLADE vectors), `data` (evaluation data),
-//! `train` and `export` (SPLADE training), `eval` (a model on data sets), `evaluate` (measures of a run), `check` (parity on a device), `matrix` and `report` (the experiment matrix and its tables
-//! and figures), `bench` (speed and memory).
+//! `norms` and `k suggest` (backbone head statistics, the k they suggest), `encode` (SPLADE
+//! vectors), `data` (evaluation data), `train` and `export` (SPLADE training), `eval` (a model
+//! on data sets), `evaluate` (measures of a run), `check` (parity on a device), `matrix` and
+//! `report` (the experiment matrix and its tables and figures), `bench` (speed and memory).
 
 mod bench;
 mod check;
@@ -35,6 +36,9 @@ struct Cli {
 enum Command {
     /// MLM-head statistics of checkpoints (row norms, bias, logit scale): how to choose k.
     Norms(norms::NormsArgs),
+    /// Choosing k before training: `lsr k suggest CHECKPOINT...`.
+    #[command(subcommand)]
+    K(norms::KCommand),
     /// Encode texts into SPLADE sparse vectors.
     Encode(encode::EncodeArgs),
     /// Evaluation data: fetch and verify MS MARCO, TREC DL, BEIR, NanoBEIR.
@@ -89,6 +93,7 @@ fn main() -> ExitCode {
         Command::Train(args) => train::run(args),
         Command::Export(args) => train::export(args).map(|()| ExitCode::SUCCESS),
         Command::Norms(args) => norms::run(args).map(|()| ExitCode::SUCCESS),
+        Command::K(command) => norms::suggest(command).map(|()| ExitCode::SUCCESS),
         Command::Encode(args) => encode::run(args).map(|()| ExitCode::SUCCESS),
         Command::Data(command) => data::run(command).map(|()| ExitCode::SUCCESS),
         Command::Eval(args) => eval::run(args).map(|()| ExitCode::SUCCESS),

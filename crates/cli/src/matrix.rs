@@ -1,11 +1,12 @@
-//! `lsr matrix`: list an experiment matrix's cells and their status, run them, or write a
-//! Slurm job array. The matrix itself is `lsr-matrix`.
+//! `lsr matrix`: list an experiment matrix's cells and their status, probe each backbone's k,
+//! run the cells, or write a Slurm job array. The matrix itself is `lsr-matrix`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Result, bail};
 use clap::{Args, Subcommand};
+use lsr_matrix::probe::{ProbeState, finished, run_probes};
 use lsr_matrix::slurm::{SlurmOptions, job_array};
 use lsr_matrix::{CellState, Matrix, RunOptions, run_cells};
 use lsr_train::stop::{INTERRUPTED_EXIT_CODE, requested, stop_on_signals};
@@ -14,7 +15,8 @@ use lsr_train::stop::{INTERRUPTED_EXIT_CODE, requested, stop_on_signals};
 pub enum MatrixCommand {
     /// The cells of a matrix: id, backbone, k, checkpoint.
     List { file: PathBuf },
-    /// Each cell's state: done, running, collapsed, failed or missing.
+    /// Each cell's state (done, running, interrupted, collapsed, failed or missing) and each
+    /// finished probe's k.
     Status {
         file: PathBuf,
         #[arg(long)]
@@ -24,6 +26,16 @@ pub enum MatrixCommand {
     /// skipped, interrupted ones resume, failures are recorded and the next cell runs. SIGTERM
     /// or SIGUSR1 checkpoints the cell in training at its next step and exits with code 75.
     Run(RunArgs),
+    /// Short runs of every k of each backbone's grid (`[probe] fraction` of the recipe's steps,
+    /// default 0.05), scored on the `[validation]` set: the k of the best nDCG@10 (ties to the
+    /// smaller k) goes to `<results>/probe/<backbone>/probe.json`, beside the head-norm rule's.
+    /// Stops like `run`.
+    Probe {
+        file: PathBuf,
+        /// Only this backbone.
+        #[arg(long)]
+        backbone: Option<String>,
+    },
     /// Write an sbatch job array with one task per cell not done yet.
     Slurm(SlurmArgs),
 }
@@ -37,6 +49,9 @@ pub struct RunArgs {
     /// Delete and rerun cells that are done or collapsed.
     #[arg(long)]
     force: bool,
+    /// `probe`: only each backbone's k chosen by `lsr matrix probe`.
+    #[arg(long, value_parser = ["probe"])]
+    k_from: Option<String>,
 }
 
 #[derive(Args)]
@@ -75,29 +90,23 @@ pub fn run(command: MatrixCommand) -> Result<ExitCode> {
                 );
             }
         }
-        MatrixCommand::Status { file, json } => {
+        MatrixCommand::Status { file, json } => status(&file, json)?,
+        MatrixCommand::Probe { file, backbone } => {
             let matrix = Matrix::load(&file)?;
-            let mut states = Vec::new();
-            for cell in &matrix.cells {
-                states.push((cell.id.clone(), cell.state()?));
-            }
-            if json {
-                let map: serde_json::Map<String, serde_json::Value> = states
-                    .iter()
-                    .map(|(id, state)| {
-                        (
-                            id.clone(),
-                            serde_json::to_value(state).expect("a state serialises"),
-                        )
-                    })
-                    .collect();
-                println!("{}", serde_json::Value::Object(map));
-            } else {
-                for (id, state) in &states {
-                    println!("{id}\t{state}");
+            stop_on_signals()?;
+            for (name, state) in run_probes(&matrix, backbone.as_deref())? {
+                match state {
+                    ProbeState::Done(p) => eprintln!(
+                        "== probe {name}: k = {} (head-norm rule: k = {})",
+                        p.chosen_k, p.norm_rule.k
+                    ),
+                    ProbeState::Busy => eprintln!("== probe {name}: another process has it"),
+                    ProbeState::Interrupted => eprintln!("== probe {name}: interrupted"),
                 }
-                let done = states.iter().filter(|(_, s)| *s == CellState::Done).count();
-                println!("{done}/{} done", states.len());
+            }
+            if requested() {
+                eprintln!("stopped on request; run again to continue");
+                return Ok(ExitCode::from(INTERRUPTED_EXIT_CODE));
             }
         }
         MatrixCommand::Run(args) => {
@@ -105,6 +114,7 @@ pub fn run(command: MatrixCommand) -> Result<ExitCode> {
             let options = RunOptions {
                 cell: args.cell,
                 force: args.force,
+                k_from_probe: args.k_from.is_some(),
             };
             stop_on_signals()?;
             let states = run_cells(&matrix, &options)?;
@@ -156,4 +166,52 @@ pub fn run(command: MatrixCommand) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `lsr matrix status`: a line per cell and per finished probe, or one JSON object
+/// `{"cells": {id: state}, "probes": {backbone: k}}`.
+fn status(file: &std::path::Path, json: bool) -> Result<()> {
+    let matrix = Matrix::load(file)?;
+    let mut states = Vec::new();
+    for cell in &matrix.cells {
+        states.push((cell.id.clone(), cell.state()?));
+    }
+    let probes = finished(&matrix)?;
+    if json {
+        let cells: serde_json::Map<String, serde_json::Value> = states
+            .iter()
+            .map(|(id, state)| (id.clone(), serde_json::to_value(state).expect("a state")))
+            .collect();
+        let chosen: serde_json::Map<String, serde_json::Value> = probes
+            .iter()
+            .map(|p| (p.backbone.clone(), p.chosen_k.into()))
+            .collect();
+        println!("{}", serde_json::json!({ "cells": cells, "probes": chosen }));
+        return Ok(());
+    }
+    for (id, state) in &states {
+        println!("{id}\t{state}");
+    }
+    let done = states.iter().filter(|(_, s)| *s == CellState::Done).count();
+    println!("{done}/{} done", states.len());
+    for p in &probes {
+        let scores: Vec<String> = p
+            .runs
+            .iter()
+            .map(|r| match r.ndcg_at_10 {
+                Some(score) => format!("k{} {score:.3}", r.k),
+                None => format!("k{} -", r.k),
+            })
+            .collect();
+        println!(
+            "probe {}\tk = {}\t(head-norm rule k = {}; {} nDCG@10 after {} steps: {})",
+            p.backbone,
+            p.chosen_k,
+            p.norm_rule.k,
+            p.dataset,
+            p.runs.first().map_or(0, |r| r.steps),
+            scores.join(", ")
+        );
+    }
+    Ok(())
 }

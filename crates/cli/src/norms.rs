@@ -1,9 +1,12 @@
 //! `lsr norms`: MLM-head statistics of checkpoints (row norms, bias, logit scale), the
-//! evidence for choosing k.
+//! evidence for choosing k; `lsr k suggest`: the k the head-norm rule draws from them.
 
 use anyhow::Result;
-use clap::Args;
-use lsr_backbone::{Backbone, HeadStats, parse_device};
+use clap::{Args, Subcommand};
+use lsr_backbone::{
+    Backbone, HeadStats, PAPER_GRID, REFERENCE, REFERENCE_ROW_NORM, check_scale, parse_device,
+    suggest_k,
+};
 
 #[derive(Args)]
 pub struct NormsArgs {
@@ -18,13 +21,76 @@ pub struct NormsArgs {
     device: Option<String>,
 }
 
-pub fn run(args: NormsArgs) -> Result<()> {
-    let device = parse_device(args.device.as_deref())?;
-    let mut rows = Vec::new();
-    for checkpoint in &args.checkpoints {
-        let backbone = Backbone::load(checkpoint, &device, 128)?;
-        rows.push(HeadStats::compute(&backbone)?);
+#[derive(Subcommand)]
+pub enum KCommand {
+    /// The k the head-norm rule picks for each checkpoint before any training: the grid's k
+    /// that brings the decoder's mean row norm nearest (log scale) to a reference norm
+    /// (README, "Choosing k").
+    Suggest(SuggestArgs),
+}
+
+#[derive(Args)]
+pub struct SuggestArgs {
+    /// Checkpoint directories or Hugging Face ids.
+    #[arg(required = true)]
+    checkpoints: Vec<String>,
+    /// The k to choose from.
+    #[arg(long, value_delimiter = ',', default_values_t = PAPER_GRID)]
+    grid: Vec<f64>,
+    /// A mean row norm known to train well, instead of ModernBERT-base's 2.553 / 16 (e.g. what
+    /// `lsr norms` prints for a backbone that trains well at k = 1).
+    #[arg(long)]
+    reference_norm: Option<f64>,
+    /// One JSON object per checkpoint instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// flex, wgpu[:N] or cuda[:N]; default: `$LSR_DEVICE`, else the best backend that starts here.
+    #[arg(long)]
+    device: Option<String>,
+}
+
+/// Each checkpoint's head statistics, in order.
+fn head_stats(checkpoints: &[String], device: Option<&str>) -> Result<Vec<HeadStats>> {
+    let device = parse_device(device)?;
+    checkpoints
+        .iter()
+        .map(|checkpoint| {
+            let backbone = Backbone::load(checkpoint, &device, 128)?;
+            Ok(HeadStats::compute(&backbone)?)
+        })
+        .collect()
+}
+
+pub fn suggest(command: KCommand) -> Result<()> {
+    let KCommand::Suggest(args) = command;
+    for &k in &args.grid {
+        check_scale(k)?;
     }
+    let given;
+    let reference = match args.reference_norm {
+        Some(norm) => {
+            check_scale(norm).map_err(|_| anyhow::anyhow!("--reference-norm must be > 0"))?;
+            given = format!("--reference-norm {norm}");
+            (norm, given.as_str())
+        }
+        None => (REFERENCE_ROW_NORM, REFERENCE),
+    };
+    for stats in head_stats(&args.checkpoints, args.device.as_deref())? {
+        let s = suggest_k(&stats.checkpoint, stats.row_norm_mean, reference, &args.grid);
+        if args.json {
+            println!("{}", serde_json::to_string(&s)?);
+        } else {
+            println!(
+                "{}: mean decoder row norm {:.4} / reference {:.4} ({}) = {:.3} → k = {}",
+                s.checkpoint, s.row_norm_mean, s.reference_row_norm, s.reference, s.exact_k, s.k
+            );
+        }
+    }
+    Ok(())
+}
+
+pub fn run(args: NormsArgs) -> Result<()> {
+    let rows = head_stats(&args.checkpoints, args.device.as_deref())?;
     if args.json {
         for row in &rows {
             println!("{}", serde_json::to_string(row)?);

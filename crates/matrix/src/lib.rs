@@ -4,11 +4,13 @@
 //! run cell by cell — train, then evaluate the trained model — into `results/<matrix>/<cell>/`,
 //! skipping finished cells, resuming interrupted ones, recording collapsed and failed ones and
 //! going on; a cell's `[validation]` set is scored during training through this crate's
-//! validator. It also writes a Slurm job array that runs the missing cells in parallel. What it
+//! validator. It also writes a Slurm job array that runs the missing cells in parallel, and
+//! probes each backbone's grid with short runs to choose one k before the full runs. What it
 //! writes is all the report needs: it never reads this crate.
 
 pub mod cell;
 pub mod error;
+pub mod probe;
 pub mod runner;
 pub mod slurm;
 pub mod spec;

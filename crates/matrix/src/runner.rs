@@ -29,6 +29,8 @@ pub struct RunOptions {
     pub cell: Option<String>,
     /// Delete and rerun cells that are done or collapsed.
     pub force: bool,
+    /// Only each backbone's k chosen by its probe (`crate::probe`).
+    pub k_from_probe: bool,
 }
 
 /// `results/<matrix>/matrix.json`: the expanded matrix, for the report.
@@ -62,9 +64,14 @@ struct CellMetrics<'a> {
 /// cell's final state.
 pub fn run_cells(matrix: &Matrix, options: &RunOptions) -> Result<Vec<(String, CellState)>> {
     write_summary(matrix)?;
-    let selected: Vec<&Cell> = match &options.cell {
-        Some(id) => vec![matrix.cell(id)?],
-        None => matrix.cells.iter().collect(),
+    let selected: Vec<&Cell> = match (&options.cell, options.k_from_probe) {
+        (Some(id), false) => vec![matrix.cell(id)?],
+        (None, false) => matrix.cells.iter().collect(),
+        (None, true) => crate::probe::chosen_cells(matrix)?,
+        (Some(_), true) => {
+            let message = "a cell and --k-from probe exclude each other".into();
+            return Err(MatrixError::Validation(message));
+        }
     };
     let mut states = Vec::new();
     let locks = matrix.results.join(".locks");

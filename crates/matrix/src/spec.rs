@@ -39,6 +39,16 @@ struct MatrixFile {
     /// Scored during every cell's training (`lsr_train::ValidationConfig`).
     #[serde(default)]
     validation: Option<ValidationConfig>,
+    #[serde(default)]
+    probe: Option<ProbeSpec>,
+}
+
+/// `[probe]`: how `lsr matrix probe` shortens the recipe.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ProbeSpec {
+    /// Each short run's share of the recipe's steps, in (0, 1].
+    fraction: Spanned<f64>,
 }
 
 #[derive(Deserialize)]
@@ -162,6 +172,8 @@ pub struct Matrix {
     pub eval: EvalSpec,
     pub cells: Vec<Cell>,
     pub paper: Vec<PaperResult>,
+    /// The probe's share of the recipe's steps (`crate::probe`).
+    pub probe_fraction: f64,
 }
 
 impl Matrix {
@@ -187,6 +199,7 @@ impl Matrix {
             cells.extend(source.cells(&file, backbone, &shared_grid)?);
             names.push(name);
         }
+        let probe_fraction = source.probe_fraction(file.probe.as_ref())?;
         if let Some(result) = file.paper.iter().find(|r| !names.contains(&r.backbone)) {
             let message = format!("[[paper]] names unknown backbone `{}`", result.backbone);
             return Err(source.fail(None, message));
@@ -200,6 +213,7 @@ impl Matrix {
             eval: file.eval,
             cells,
             paper: file.paper,
+            probe_fraction,
         })
     }
 
@@ -284,6 +298,20 @@ impl Source<'_> {
             self.check_length(&format!("{field}.document_max_length"), document)?;
         }
         Ok(())
+    }
+
+    /// `[probe] fraction`, in (0, 1].
+    fn probe_fraction(&self, probe: Option<&ProbeSpec>) -> Result<f64> {
+        let Some(spec) = probe else {
+            return Ok(crate::probe::DEFAULT_FRACTION);
+        };
+        let fraction = *spec.fraction.get_ref();
+        if fraction > 0.0 && fraction <= 1.0 {
+            return Ok(fraction);
+        }
+        let line = self.line_of(spec.fraction.span().start);
+        let message = format!("probe.fraction must be in (0, 1], got {fraction}");
+        Err(self.fail(line, message))
     }
 
     /// A length, when given, keeps at least one token (as the recipe's lengths).

@@ -200,6 +200,7 @@ fn runs_records_skips_and_reports() {
         &RunOptions {
             cell: Some("bert-k1".into()),
             force: true,
+            ..RunOptions::default()
         },
     )
     .unwrap();
@@ -211,6 +212,7 @@ fn runs_records_skips_and_reports() {
     let options = RunOptions {
         cell: Some("bert-k1".into()),
         force: true,
+        ..RunOptions::default()
     };
     assert!(run_cells(&matrix, &options).unwrap().is_empty());
     drop(held);

@@ -1,0 +1,81 @@
+//! `<results>/probe/<backbone>/probe.json`: the k chosen for one backbone before its full
+//! runs, by short training runs of every k of its grid (the probe) and by the head-norm rule,
+//! written by the matrix's probe and read by `lsr matrix run --k-from probe` and the report.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::status::RunStatus;
+use crate::{FileError, Result, write_json};
+
+pub const PROBE_DIR: &str = "probe";
+pub const PROBE: &str = "probe.json";
+
+/// `probe.json`.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Probe {
+    pub backbone: String,
+    /// Each probe run's steps over the recipe's, every step count of the schedule scaled alike.
+    pub fraction: f64,
+    pub full_steps: usize,
+    /// The set the runs are scored on (the matrix's `[validation]`), never a test set.
+    pub dataset: String,
+    /// Every k of the backbone's grid, in grid order.
+    pub runs: Vec<ProbeRun>,
+    /// The k of the best validation nDCG@10, ties to the smaller k.
+    pub chosen_k: f64,
+    /// What the head-norm rule (`lsr k suggest`) picks from the same grid, for comparison.
+    pub norm_rule: KSuggestion,
+}
+
+/// One short run.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct ProbeRun {
+    pub k: f64,
+    pub steps: usize,
+    pub status: RunStatus,
+    /// Its best validation pass (the last step is always scored); `None` if none was finite.
+    pub ndcg_at_10: Option<f64>,
+}
+
+/// The head-norm rule's k for one checkpoint: the grid's k that brings the decoder's mean row
+/// norm nearest (on a log scale) to the reference norm.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct KSuggestion {
+    pub checkpoint: String,
+    pub row_norm_mean: f64,
+    pub reference_row_norm: f64,
+    /// Where the reference comes from.
+    pub reference: String,
+    /// `row_norm_mean / reference_row_norm`, the k before rounding to the grid.
+    pub exact_k: f64,
+    pub grid: Vec<f64>,
+    pub k: f64,
+}
+
+impl Probe {
+    /// `<results>/probe/<backbone>/`.
+    pub fn dir(results: &Path, backbone: &str) -> PathBuf {
+        results.join(PROBE_DIR).join(backbone)
+    }
+
+    /// The probe of `backbone` in `results`, `None` if it has not finished.
+    pub fn read(results: &Path, backbone: &str) -> Result<Option<Self>> {
+        let path = Self::dir(results, backbone).join(PROBE);
+        match std::fs::read(&path) {
+            Ok(bytes) => serde_json::from_slice(&bytes)
+                .map(Some)
+                .map_err(|e| FileError::Parse {
+                    path: path.clone(),
+                    message: e.to_string(),
+                }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(FileError::io(&path, e)),
+        }
+    }
+
+    pub fn write(&self, results: &Path) -> Result<()> {
+        write_json(&Self::dir(results, &self.backbone).join(PROBE), self)
+    }
+}

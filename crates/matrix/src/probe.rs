@@ -1,0 +1,222 @@
+//! The probe: before the full runs, short runs of every k of each backbone's grid (every step
+//! count of the recipe scaled by one fraction, so a short run still goes through its warm-ups
+//! and decay), scored on the matrix's `[validation]` set and never on a test set. The k of the
+//! best validation nDCG@10 wins, ties to the smaller k; it is written, beside the head-norm
+//! rule's k, to `<results>/probe/<backbone>/probe.json` (`lsr_files::Probe`), from which
+//! `lsr matrix run --k-from probe` runs only the chosen cells.
+
+use burn::prelude::Device;
+use lsr_backbone::{Backbone, HeadStats, REFERENCE, REFERENCE_ROW_NORM, suggest_k};
+use lsr_files::{OutputLock, Probe, ProbeRun, StatusFile};
+use lsr_train::Outcome;
+
+use crate::cell::Cell;
+use crate::error::{MatrixError, Result};
+use crate::spec::Matrix;
+
+/// The probe's share of the recipe's steps unless the matrix's `[probe]` says otherwise.
+pub const DEFAULT_FRACTION: f64 = 0.05;
+
+/// What became of a probe of one backbone.
+#[derive(Debug)]
+pub enum ProbeState {
+    Done(Probe),
+    /// Another process holds it.
+    Busy,
+    /// A stop request ended one of its runs (resumable).
+    Interrupted,
+}
+
+/// Probes each backbone of `matrix` (or only `backbone`) whose probe has not finished, in
+/// matrix order; stops after a run a stop request interrupted.
+pub fn run_probes(matrix: &Matrix, backbone: Option<&str>) -> Result<Vec<(String, ProbeState)>> {
+    let mut names: Vec<&str> = matrix.cells.iter().map(|c| c.backbone.as_str()).collect();
+    names.dedup();
+    if let Some(only) = backbone
+        && !names.contains(&only)
+    {
+        return Err(MatrixError::Validation(format!(
+            "no backbone `{only}` in {}",
+            matrix.path.display()
+        )));
+    }
+    let mut states = Vec::new();
+    for name in names.into_iter().filter(|n| backbone.is_none_or(|b| b == *n)) {
+        if lsr_train::stop::requested() {
+            break;
+        }
+        let state = probe_backbone(matrix, name)?;
+        let stop = matches!(state, ProbeState::Interrupted);
+        states.push((name.to_string(), state));
+        if stop {
+            break;
+        }
+    }
+    Ok(states)
+}
+
+fn probe_backbone(matrix: &Matrix, backbone: &str) -> Result<ProbeState> {
+    let locks = matrix.results.join(".locks");
+    let Ok(_lock) = OutputLock::try_acquire(&locks, &format!("probe-{backbone}.lock"))? else {
+        return Ok(ProbeState::Busy);
+    };
+    if let Some(probe) = Probe::read(&matrix.results, backbone)? {
+        if probe.fraction != matrix.probe_fraction {
+            return Err(MatrixError::Validation(format!(
+                "{}: made with fraction {}, the matrix now asks for {}; delete that directory \
+                 to probe again",
+                Probe::dir(&matrix.results, backbone).display(),
+                probe.fraction,
+                matrix.probe_fraction
+            )));
+        }
+        return Ok(ProbeState::Done(probe));
+    }
+    let cells: Vec<&Cell> = matrix
+        .cells
+        .iter()
+        .filter(|c| c.backbone == backbone)
+        .collect();
+    let mut runs = Vec::new();
+    for cell in &cells {
+        let short = short_run(matrix, cell)?;
+        eprintln!("== probe {} ({} steps)", short.id, short.config.recipe.steps);
+        if let Outcome::Interrupted { .. } = crate::validation::train(&short.config, true)? {
+            return Ok(ProbeState::Interrupted);
+        }
+        let status = StatusFile::read(short.dir())?.ok_or_else(|| {
+            MatrixError::Validation(format!("{}: no status.json", short.dir().display()))
+        })?;
+        let score = status.best_validation.map(|b| b.ndcg_at_10);
+        runs.push(ProbeRun {
+            k: cell.k,
+            steps: short.config.recipe.steps,
+            status: status.status,
+            ndcg_at_10: score.filter(|s| s.is_finite()),
+        });
+    }
+    let checkpoint = &cells[0].config.model.checkpoint;
+    let stats = HeadStats::compute(&Backbone::load(checkpoint, &Device::flex(), 128)?)?;
+    let grid: Vec<f64> = cells.iter().map(|c| c.k).collect();
+    let reference = (REFERENCE_ROW_NORM, REFERENCE);
+    let probe = Probe {
+        backbone: backbone.to_string(),
+        fraction: matrix.probe_fraction,
+        full_steps: cells[0].config.recipe.steps,
+        dataset: validation_set(matrix, cells[0])?,
+        chosen_k: choose(&runs),
+        norm_rule: suggest_k(checkpoint, stats.row_norm_mean, reference, &grid),
+        runs,
+    };
+    probe.write(&matrix.results)?;
+    Ok(ProbeState::Done(probe))
+}
+
+fn validation_set(matrix: &Matrix, cell: &Cell) -> Result<String> {
+    match &cell.config.validation {
+        Some(v) => Ok(v.dataset.clone()),
+        None => Err(MatrixError::Spec {
+            path: matrix.path.clone(),
+            line: None,
+            message: "the probe scores its runs on the [validation] set; the matrix has none"
+                .into(),
+        }),
+    }
+}
+
+/// The probe's run of `cell`: its recipe with every step count scaled by the matrix's probe
+/// fraction (at least one step), in `<results>/probe/<backbone>/<cell>/`.
+pub fn short_run(matrix: &Matrix, cell: &Cell) -> Result<Cell> {
+    validation_set(matrix, cell)?;
+    let fraction = matrix.probe_fraction;
+    let scaled = |n: usize| (n as f64 * fraction).round() as usize;
+    let mut config = cell.config.clone();
+    let r = &mut config.recipe;
+    r.steps = scaled(r.steps).max(1);
+    r.warmup_steps = scaled(r.warmup_steps).min(r.steps);
+    r.lambda_warmup_steps = scaled(r.lambda_warmup_steps).min(r.steps);
+    r.collapse_patience = scaled(r.collapse_patience).max(1);
+    r.dense_patience = scaled(r.dense_patience).max(1);
+    r.checkpoint_every = r.checkpoint_every.min(r.steps);
+    config.output = Probe::dir(&matrix.results, &cell.backbone).join(&cell.id);
+    config.checkpoints = Some(matrix.checkpoints.join("probe").join(&cell.id));
+    let name = format!("{} (probe of cell {})", matrix.path.display(), cell.id);
+    Ok(Cell {
+        config: config.validated(&name)?,
+        ..cell.clone()
+    })
+}
+
+/// The k of the best score, ties to the smaller k; runs without a score lose to any with one,
+/// and with no score at all the smallest k (no rescaling to speak of) is chosen.
+pub fn choose(runs: &[ProbeRun]) -> f64 {
+    let key = |r: &ProbeRun| r.ndcg_at_10.unwrap_or(f64::NEG_INFINITY);
+    runs.iter()
+        .fold(None::<&ProbeRun>, |best, run| match best {
+            Some(b) if key(b) > key(run) || (key(b) == key(run) && b.k < run.k) => Some(b),
+            _ => Some(run),
+        })
+        .map_or(f64::NAN, |r| r.k)
+}
+
+/// The cells `lsr matrix run --k-from probe` runs: each backbone's chosen k, an error naming
+/// the backbones not probed yet.
+pub fn chosen_cells(matrix: &Matrix) -> Result<Vec<&Cell>> {
+    let mut chosen = Vec::new();
+    let mut missing = Vec::new();
+    for cell in &matrix.cells {
+        match Probe::read(&matrix.results, &cell.backbone)? {
+            Some(probe) if probe.chosen_k == cell.k => chosen.push(cell),
+            Some(_) => {}
+            None if !missing.contains(&cell.backbone) => missing.push(cell.backbone.clone()),
+            None => {}
+        }
+    }
+    if !missing.is_empty() {
+        return Err(MatrixError::Validation(format!(
+            "no finished probe for {} in {}; run `lsr matrix probe {}` first",
+            missing.join(", "),
+            matrix.results.join("probe").display(),
+            matrix.path.display()
+        )));
+    }
+    Ok(chosen)
+}
+
+/// Every probe of `matrix` that has finished, by backbone.
+pub fn finished(matrix: &Matrix) -> Result<Vec<Probe>> {
+    let mut names: Vec<&str> = matrix.cells.iter().map(|c| c.backbone.as_str()).collect();
+    names.dedup();
+    let mut probes = Vec::new();
+    for name in names {
+        probes.extend(Probe::read(&matrix.results, name)?);
+    }
+    Ok(probes)
+}
+
+#[cfg(test)]
+mod tests {
+    use lsr_files::RunStatus;
+
+    use super::*;
+
+    fn run(k: f64, score: Option<f64>) -> ProbeRun {
+        ProbeRun {
+            k,
+            steps: 1,
+            status: RunStatus::Finished,
+            ndcg_at_10: score,
+        }
+    }
+
+    #[test]
+    fn the_best_score_wins_ties_go_to_the_smaller_k_and_no_score_loses() {
+        let runs = [run(1.0, Some(0.2)), run(4.0, Some(0.5)), run(16.0, Some(0.4))];
+        assert_eq!(choose(&runs), 4.0);
+        let tied = [run(16.0, Some(0.5)), run(2.0, Some(0.5)), run(8.0, Some(0.5))];
+        assert_eq!(choose(&tied), 2.0);
+        let unscored = [run(1.0, None), run(2.0, Some(0.0)), run(4.0, None)];
+        assert_eq!(choose(&unscored), 2.0);
+        assert_eq!(choose(&[run(8.0, None), run(2.0, None)]), 2.0);
+    }
+}

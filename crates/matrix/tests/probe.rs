@@ -1,0 +1,160 @@
+//! The probe on two miniature backbones: short runs of every k scored on the validation set,
+//! the chosen k and the head-norm rule's written per backbone, nothing rerun on a second call,
+//! and `--k-from probe` training only the chosen cells.
+
+use std::path::Path;
+
+use lsr_backbone::{REFERENCE_ROW_NORM, miniature::write_miniature};
+use lsr_data::miniature::{SynthSpec, vocabulary, write_synthetic};
+use lsr_files::{Probe, RunStatus};
+use lsr_matrix::probe::{ProbeState, choose, run_probes};
+use lsr_matrix::{CellState, Matrix, RunOptions, run_cells};
+
+const NORMS: [(&str, f64); 2] = [("bert", 0.9), ("modernbert", 2.553)];
+
+fn matrix_text(root: &Path, probe: &str, validation: bool) -> String {
+    let validation = if validation {
+        format!(
+            "[validation]\ndataset = \"beir/synth-val\"\ndata_root = \"{}/synth\"\nevery = 2\n\
+             query_max_length = 16\ndocument_max_length = 32\nbatch_size = 16\n",
+            root.display()
+        )
+    } else {
+        String::new()
+    };
+    format!(
+        r#"name = "tiny"
+results = "{root}/results"
+checkpoints = "{root}/checkpoints"
+device = "flex"
+k = [1, 4]
+
+[eval]
+data_root = "{root}/synth"
+datasets = ["beir/synth-a"]
+measures = ["ndcg@10"]
+batch_size = 16
+query_max_length = 16
+document_max_length = 32
+top_k = 10
+tradeoff = "beir/synth-a"
+
+[data]
+format = "triples"
+triples = "{root}/synth/train/triples.tsv"
+
+{validation}
+{probe}
+
+[recipe]
+steps = 8
+batch_size = 4
+warmup_steps = 2
+lambda_warmup_steps = 4
+checkpoint_every = 4
+query_max_length = 16
+document_max_length = 32
+
+[[backbone]]
+name = "bert"
+checkpoint = "{root}/models/bert"
+
+[[backbone]]
+name = "modernbert"
+checkpoint = "{root}/models/modernbert"
+"#,
+        root = root.display()
+    )
+}
+
+fn load(root: &Path, probe: &str, validation: bool) -> lsr_matrix::Result<Matrix> {
+    let path = root.join("tiny.toml");
+    std::fs::write(&path, matrix_text(root, probe, validation)).unwrap();
+    Matrix::load(&path)
+}
+
+#[test]
+fn the_probe_chooses_a_k_per_backbone_and_run_trains_only_it() {
+    let root = tempfile::tempdir().unwrap();
+    let root = root.path();
+    let spec = SynthSpec {
+        entities: 12,
+        train_triples: 40,
+        test_sets: vec![("synth-a".into(), 8), ("synth-val".into(), 8)],
+        ..SynthSpec::default()
+    };
+    write_synthetic(&spec, &root.join("synth")).unwrap();
+    for (family, norm) in NORMS {
+        let out = root.join("models").join(family);
+        write_miniature(family, &vocabulary(&spec), norm, 3, &out).unwrap();
+    }
+
+    // A fraction outside (0, 1] is refused at its line; a probe needs a validation set.
+    let error = load(root, "[probe]\nfraction = 0", true).unwrap_err();
+    assert!(error.to_string().contains("probe.fraction must be in (0, 1]"));
+    assert!(error.to_string().contains("tiny.toml:"), "{error}");
+    let unvalidated = load(root, "", false).unwrap();
+    let error = run_probes(&unvalidated, None).unwrap_err().to_string();
+    assert!(error.contains("[validation] set"), "{error}");
+
+    let matrix = load(root, "[probe]\nfraction = 0.5", true).unwrap();
+    let k_from_probe = RunOptions {
+        k_from_probe: true,
+        ..RunOptions::default()
+    };
+    let error = run_cells(&matrix, &k_from_probe).unwrap_err().to_string();
+    assert!(error.contains("no finished probe for bert, modernbert"), "{error}");
+
+    let states = run_probes(&matrix, None).unwrap();
+    assert_eq!(states.len(), 2);
+    let results = root.join("results");
+    for ((name, state), (family, norm)) in states.iter().zip(NORMS) {
+        assert_eq!(name, family);
+        let ProbeState::Done(probe) = state else {
+            panic!("{name}: {state:?}")
+        };
+        assert_eq!(Probe::read(&results, name).unwrap().as_ref(), Some(probe));
+        assert_eq!((probe.fraction, probe.full_steps), (0.5, 8));
+        assert_eq!(probe.dataset, "beir/synth-val");
+        let ks: Vec<f64> = probe.runs.iter().map(|r| r.k).collect();
+        assert_eq!(ks, [1.0, 4.0]);
+        for run in &probe.runs {
+            // Half of every step count: 4 steps, each short run's last scored.
+            assert_eq!((run.steps, run.status), (4, RunStatus::Finished));
+            assert!(run.ndcg_at_10.is_some_and(|s| (0.0..=1.0).contains(&s)));
+            let dir = Probe::dir(&results, name).join(format!("{name}-k{}", run.k));
+            let log = std::fs::read_to_string(dir.join("train.csv")).unwrap();
+            assert_eq!(log.lines().count(), 1 + 4, "{}", dir.display());
+        }
+        assert_eq!(probe.chosen_k, choose(&probe.runs));
+        let rule = &probe.norm_rule;
+        assert!((rule.row_norm_mean - norm).abs() < 1e-3, "{rule:?}");
+        assert!((rule.exact_k - norm / REFERENCE_ROW_NORM).abs() < 1e-2);
+        // 0.9 / 0.16 = 5.6 and 2.553 / 0.16 = 16 are both nearer 4 than 1.
+        assert_eq!((rule.grid.as_slice(), rule.k), ([1.0, 4.0].as_slice(), 4.0));
+        assert!(matrix.cells.iter().all(|c| c.state().unwrap() == CellState::Missing));
+    }
+
+    // A finished probe is read back, not run again.
+    let log = Probe::dir(&results, "bert").join("bert-k1/train.csv");
+    let before = std::fs::metadata(&log).unwrap().modified().unwrap();
+    let again = run_probes(&matrix, Some("bert")).unwrap();
+    assert!(matches!(again.as_slice(), [(_, ProbeState::Done(_))]));
+    assert_eq!(std::fs::metadata(&log).unwrap().modified().unwrap(), before);
+    // Nor read back under another fraction.
+    let other = load(root, "[probe]\nfraction = 0.25", true).unwrap();
+    let error = run_probes(&other, None).unwrap_err().to_string();
+    assert!(error.contains("made with fraction 0.5"), "{error}");
+
+    let chosen: Vec<String> = states
+        .iter()
+        .map(|(name, state)| match state {
+            ProbeState::Done(p) => lsr_matrix::spec::cell_id(name, p.chosen_k),
+            _ => unreachable!(),
+        })
+        .collect();
+    let ran = run_cells(&matrix, &k_from_probe).unwrap();
+    let ids: Vec<&String> = ran.iter().map(|(id, _)| id).collect();
+    assert_eq!(ids, chosen.iter().collect::<Vec<_>>());
+    assert!(ran.iter().all(|(_, s)| *s == CellState::Done));
+}
