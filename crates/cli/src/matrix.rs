@@ -186,7 +186,10 @@ fn status(file: &std::path::Path, json: bool) -> Result<()> {
             .iter()
             .map(|p| (p.backbone.clone(), p.chosen_k.into()))
             .collect();
-        println!("{}", serde_json::json!({ "cells": cells, "probes": chosen }));
+        println!(
+            "{}",
+            serde_json::json!({ "cells": cells, "probes": chosen })
+        );
         return Ok(());
     }
     for (id, state) in &states {

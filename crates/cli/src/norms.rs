@@ -76,7 +76,12 @@ pub fn suggest(command: KCommand) -> Result<()> {
         None => (REFERENCE_ROW_NORM, REFERENCE),
     };
     for stats in head_stats(&args.checkpoints, args.device.as_deref())? {
-        let s = suggest_k(&stats.checkpoint, stats.row_norm_mean, reference, &args.grid);
+        let s = suggest_k(
+            &stats.checkpoint,
+            stats.row_norm_mean,
+            reference,
+            &args.grid,
+        );
         if args.json {
             println!("{}", serde_json::to_string(&s)?);
         } else {

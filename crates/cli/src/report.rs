@@ -1,47 +1,72 @@
-//! `lsr report`: Table 1, loss curves and the trade-off plot of a matrix's results, through
-//! `lsr-report`.
+//! `lsr report`: Table 1, loss curves, the trade-off plot and the choice of k of a matrix's
+//! results, through `lsr-report`.
 
 use std::path::PathBuf;
 
-use anyhow::Result;
+use anyhow::{Result, bail};
 use clap::{Args, ValueEnum};
+use lsr_files::probe::PROBE_DIR;
+use lsr_report::kchoice::write_k_choice;
 use lsr_report::{Part, write_report};
 
-#[derive(Clone, Copy, ValueEnum)]
+#[derive(Clone, Copy, PartialEq, ValueEnum)]
 enum PartArg {
     Table,
     Losses,
     Tradeoff,
+    KChoice,
 }
 
 #[derive(Args)]
 pub struct ReportArgs {
-    /// A matrix's results directory (`results/<matrix>`).
-    results: PathBuf,
-    /// Default: `<results>/report`.
+    /// A matrix's results directory (`results/<matrix>`); several (runs of one matrix under
+    /// other seeds) for `--only k-choice`, which pools them.
+    #[arg(required = true)]
+    results: Vec<PathBuf>,
+    /// Default: `<results>/report` (required with several results directories).
     #[arg(long)]
     out: Option<PathBuf>,
-    /// Only these parts (repeatable); default all.
+    /// Only these parts (repeatable); default all (k-choice where the matrix was probed).
     #[arg(long, value_enum)]
     only: Vec<PartArg>,
 }
 
 pub fn run(args: ReportArgs) -> Result<()> {
-    let out = args.out.unwrap_or_else(|| args.results.join("report"));
-    let parts: Vec<Part> = if args.only.is_empty() {
-        vec![Part::Table, Part::Losses, Part::Tradeoff]
-    } else {
-        args.only
-            .iter()
-            .map(|p| match p {
-                PartArg::Table => Part::Table,
-                PartArg::Losses => Part::Losses,
-                PartArg::Tradeoff => Part::Tradeoff,
-            })
-            .collect()
+    if let [results] = args.results.as_slice() {
+        let out = args.out.unwrap_or_else(|| results.join("report"));
+        let parts = parts(&args.only, results.join(PROBE_DIR).exists());
+        for path in write_report(results, &out, &parts)? {
+            println!("{}", path.display());
+        }
+        return Ok(());
+    }
+    if args.only != [PartArg::KChoice] {
+        bail!("several results directories are pooled by `--only k-choice` alone");
+    }
+    let Some(out) = args.out else {
+        bail!("several results directories need --out");
     };
-    for path in write_report(&args.results, &out, &parts)? {
+    std::fs::create_dir_all(&out)?;
+    for path in write_k_choice(&args.results, &out)? {
         println!("{}", path.display());
     }
     Ok(())
+}
+
+fn parts(only: &[PartArg], probed: bool) -> Vec<Part> {
+    if only.is_empty() {
+        let all = [Part::Table, Part::Losses, Part::Tradeoff];
+        return all
+            .into_iter()
+            .chain(probed.then_some(Part::KChoice))
+            .collect();
+    }
+    only.iter()
+        .map(|p| match p {
+            PartArg::Table => Part::Table,
+            PartArg::Losses => Part::Losses,
+            PartArg::Tradeoff => Part::Tradeoff,
+            PartArg::KChoice => Part::KChoice,
+        })
+        .collect()
 }

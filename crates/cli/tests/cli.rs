@@ -175,7 +175,10 @@ fn norms_json_reports_head_statistics_per_checkpoint() {
 #[test]
 fn k_suggest_divides_the_row_norm_by_the_reference_and_rounds_to_the_grid() {
     let norm = |out: &[u8]| json_lines(out)[0]["row_norm_mean"].as_f64().unwrap();
-    let stats = lsr().args(["norms", &fixture("roberta"), "--json"]).output().unwrap();
+    let stats = lsr()
+        .args(["norms", &fixture("roberta"), "--json"])
+        .output()
+        .unwrap();
     let row_norm = norm(&stats.stdout);
     let suggest = |extra: &[&str]| {
         let out = lsr()
@@ -183,19 +186,34 @@ fn k_suggest_divides_the_row_norm_by_the_reference_and_rounds_to_the_grid() {
             .args(extra)
             .output()
             .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         json_lines(&out.stdout).remove(0)
     };
     let paper = suggest(&[]);
     let exact = row_norm / (2.553 / 16.0);
-    assert!((paper["exact_k"].as_f64().unwrap() - exact).abs() < 1e-9, "{paper}");
+    assert!(
+        (paper["exact_k"].as_f64().unwrap() - exact).abs() < 1e-9,
+        "{paper}"
+    );
     assert_eq!(paper["grid"], serde_json::json!([1.0, 2.0, 4.0, 8.0, 16.0]));
     assert!(paper["reference"].as_str().unwrap().contains("ModernBERT"));
     // A reference of a third of the norm on a grid of 1 and 4: 3 is nearer 4 on a log scale.
     let third = format!("{}", row_norm / 3.0);
     let own = suggest(&["--reference-norm", &third, "--grid", "1,4"]);
-    assert_eq!((own["k"].as_f64(), own["grid"].as_array().unwrap().len()), (Some(4.0), 2));
-    assert!(own["reference"].as_str().unwrap().contains("--reference-norm"));
+    assert_eq!(
+        (own["k"].as_f64(), own["grid"].as_array().unwrap().len()),
+        (Some(4.0), 2)
+    );
+    assert!(
+        own["reference"]
+            .as_str()
+            .unwrap()
+            .contains("--reference-norm")
+    );
     let stderr = error_of(lsr().args(["k", "suggest", &fixture("roberta"), "--grid", "1,-2"]));
     assert!(stderr.contains("-2"), "{stderr}");
 }

@@ -41,7 +41,10 @@ pub fn run_probes(matrix: &Matrix, backbone: Option<&str>) -> Result<Vec<(String
         )));
     }
     let mut states = Vec::new();
-    for name in names.into_iter().filter(|n| backbone.is_none_or(|b| b == *n)) {
+    for name in names
+        .into_iter()
+        .filter(|n| backbone.is_none_or(|b| b == *n))
+    {
         if lsr_train::stop::requested() {
             break;
         }
@@ -80,7 +83,10 @@ fn probe_backbone(matrix: &Matrix, backbone: &str) -> Result<ProbeState> {
     let mut runs = Vec::new();
     for cell in &cells {
         let short = short_run(matrix, cell)?;
-        eprintln!("== probe {} ({} steps)", short.id, short.config.recipe.steps);
+        eprintln!(
+            "== probe {} ({} steps)",
+            short.id, short.config.recipe.steps
+        );
         if let Outcome::Interrupted { .. } = crate::validation::train(&short.config, true)? {
             return Ok(ProbeState::Interrupted);
         }
@@ -211,9 +217,17 @@ mod tests {
 
     #[test]
     fn the_best_score_wins_ties_go_to_the_smaller_k_and_no_score_loses() {
-        let runs = [run(1.0, Some(0.2)), run(4.0, Some(0.5)), run(16.0, Some(0.4))];
+        let runs = [
+            run(1.0, Some(0.2)),
+            run(4.0, Some(0.5)),
+            run(16.0, Some(0.4)),
+        ];
         assert_eq!(choose(&runs), 4.0);
-        let tied = [run(16.0, Some(0.5)), run(2.0, Some(0.5)), run(8.0, Some(0.5))];
+        let tied = [
+            run(16.0, Some(0.5)),
+            run(2.0, Some(0.5)),
+            run(8.0, Some(0.5)),
+        ];
         assert_eq!(choose(&tied), 2.0);
         let unscored = [run(1.0, None), run(2.0, Some(0.0)), run(4.0, None)];
         assert_eq!(choose(&unscored), 2.0);

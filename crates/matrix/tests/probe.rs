@@ -1,6 +1,7 @@
 //! The probe on two miniature backbones: short runs of every k scored on the validation set,
 //! the chosen k and the head-norm rule's written per backbone, nothing rerun on a second call,
-//! and `--k-from probe` training only the chosen cells.
+//! `--k-from probe` training only the chosen cells, and the report setting both choices
+//! against the whole grid.
 
 use std::path::Path;
 
@@ -9,6 +10,8 @@ use lsr_data::miniature::{SynthSpec, vocabulary, write_synthetic};
 use lsr_files::{Probe, RunStatus};
 use lsr_matrix::probe::{ProbeState, choose, run_probes};
 use lsr_matrix::{CellState, Matrix, RunOptions, run_cells};
+use lsr_report::kchoice::rows;
+use lsr_report::{MatrixResults, Part};
 
 const NORMS: [(&str, f64); 2] = [("bert", 0.9), ("modernbert", 2.553)];
 
@@ -91,7 +94,11 @@ fn the_probe_chooses_a_k_per_backbone_and_run_trains_only_it() {
 
     // A fraction outside (0, 1] is refused at its line; a probe needs a validation set.
     let error = load(root, "[probe]\nfraction = 0", true).unwrap_err();
-    assert!(error.to_string().contains("probe.fraction must be in (0, 1]"));
+    assert!(
+        error
+            .to_string()
+            .contains("probe.fraction must be in (0, 1]")
+    );
     assert!(error.to_string().contains("tiny.toml:"), "{error}");
     let unvalidated = load(root, "", false).unwrap();
     let error = run_probes(&unvalidated, None).unwrap_err().to_string();
@@ -103,7 +110,10 @@ fn the_probe_chooses_a_k_per_backbone_and_run_trains_only_it() {
         ..RunOptions::default()
     };
     let error = run_cells(&matrix, &k_from_probe).unwrap_err().to_string();
-    assert!(error.contains("no finished probe for bert, modernbert"), "{error}");
+    assert!(
+        error.contains("no finished probe for bert, modernbert"),
+        "{error}"
+    );
 
     let states = run_probes(&matrix, None).unwrap();
     assert_eq!(states.len(), 2);
@@ -132,7 +142,12 @@ fn the_probe_chooses_a_k_per_backbone_and_run_trains_only_it() {
         assert!((rule.exact_k - norm / REFERENCE_ROW_NORM).abs() < 1e-2);
         // 0.9 / 0.16 = 5.6 and 2.553 / 0.16 = 16 are both nearer 4 than 1.
         assert_eq!((rule.grid.as_slice(), rule.k), ([1.0, 4.0].as_slice(), 4.0));
-        assert!(matrix.cells.iter().all(|c| c.state().unwrap() == CellState::Missing));
+        assert!(
+            matrix
+                .cells
+                .iter()
+                .all(|c| c.state().unwrap() == CellState::Missing)
+        );
     }
 
     // A finished probe is read back, not run again.
@@ -157,4 +172,29 @@ fn the_probe_chooses_a_k_per_backbone_and_run_trains_only_it() {
     let ids: Vec<&String> = ran.iter().map(|(id, _)| id).collect();
     assert_eq!(ids, chosen.iter().collect::<Vec<_>>());
     assert!(ran.iter().all(|(_, s)| *s == CellState::Done));
+
+    // With the whole grid run, the report sets both choices against it.
+    run_cells(&matrix, &RunOptions::default()).unwrap();
+    let out = root.join("report");
+    let written = lsr_report::write_report(&results, &out, &[Part::KChoice]).unwrap();
+    assert_eq!(written.len(), 4, "{written:?}");
+    let (rows, left_out) = rows(&MatrixResults::read(&results).unwrap()).unwrap();
+    assert!(left_out.is_empty(), "{left_out:?}");
+    assert_eq!(rows.len(), 2);
+    for (row, (_, state)) in rows.iter().zip(&states) {
+        let ProbeState::Done(probe) = state else {
+            unreachable!()
+        };
+        assert_eq!(
+            (row.probe_k, row.rule_k),
+            (probe.chosen_k, probe.norm_rule.k)
+        );
+        assert_eq!(row.probe_runs, 1.0, "two runs of half the steps");
+        let best = row.grid.iter().map(|g| g.1).fold(f64::MIN, f64::max);
+        assert_eq!(row.score(row.best_k), best);
+        assert!(row.regret(row.rule_k) >= 0.0 && row.regret(row.probe_k) >= 0.0);
+    }
+    let table = std::fs::read_to_string(out.join("k-choice.md")).unwrap();
+    assert!(table.contains("| probe | "), "{table}");
+    assert!(table.contains("| tiny | modernbert | 2.553 |"), "{table}");
 }

@@ -3,9 +3,11 @@
 //! failed) it turns the cells' metrics and training logs into the paper's Table 1 (Markdown, CSV, LaTeX, with the
 //! paper's numbers beside ours and the best k per backbone marked), a per-dataset table, loss
 //! curves per backbone and the nDCG-vs-FLOPs trade-off (PNG and SVG, text drawn with a bundled
-//! font so no system fonts are needed).
+//! font so no system fonts are needed); over one run or several (seeds), how well the head-norm
+//! rule and the probe chose k against the full grid.
 
 pub mod error;
+pub mod kchoice;
 pub mod plots;
 pub mod results;
 pub mod table;
@@ -21,6 +23,8 @@ pub enum Part {
     Table,
     Losses,
     Tradeoff,
+    /// The rule and the probe against the full grid (needs `lsr matrix probe`'s results).
+    KChoice,
 }
 
 /// Writes the asked parts of the report of `results` into `out`; returns the files written.
@@ -36,6 +40,9 @@ pub fn write_report(results: &Path, out: &Path, parts: &[Part]) -> Result<Vec<st
                 written.extend(plots::validation_curves(&matrix, out)?);
             }
             Part::Tradeoff => written.extend(plots::tradeoff(&matrix, out)?),
+            Part::KChoice => {
+                written.extend(kchoice::write_k_choice(&[results.to_path_buf()], out)?)
+            }
         }
     }
     Ok(written)

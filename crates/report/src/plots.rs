@@ -3,7 +3,8 @@
 //! validation nDCG@10 of the cells that validated (the best pass of each marked), and the
 //! effectiveness/efficiency trade-off (mean nDCG@10 of the trade-off set against FLOPs, log x:
 //! one marker per cell, its colour the backbone's and its shape the k's, each backbone's best k
-//! ringed).
+//! ringed), and how k is chosen (each grid's best k and the probe's against the head norm, the
+//! head-norm rule drawn over them).
 
 use std::path::{Path, PathBuf};
 use std::sync::Once;
@@ -13,6 +14,7 @@ use plotters::prelude::*;
 use plotters::style::{FontStyle, register_font};
 
 use crate::error::{ReportError, Result};
+use crate::kchoice::KChoiceRow;
 use crate::results::MatrixResults;
 use crate::table::primary_measure;
 use lsr_files::CellState;
@@ -458,6 +460,151 @@ enum Legend {
     Backbone(RGBColor),
     K(usize),
     Best,
+}
+
+/// `k-choice.png` / `k-choice.svg`.
+pub fn k_choice(rows: &[KChoiceRow], out: &Path) -> Result<Vec<PathBuf>> {
+    both_formats(
+        out,
+        "k-choice",
+        (900, 560),
+        |root| draw_k_choice(rows, root),
+        |root| draw_k_choice(rows, root),
+    )
+}
+
+/// The k of `grid` nearest `exact` on a log scale, ties to the smaller (the rule's rounding).
+fn nearest(grid: &[f64], exact: f64) -> f64 {
+    let distance = |k: f64| (exact.ln() - k.ln()).abs();
+    grid.iter().copied().fold(
+        grid[0],
+        |b, k| if distance(k) < distance(b) { k } else { b },
+    )
+}
+
+fn draw_k_choice<DB: DrawingBackend>(
+    rows: &[KChoiceRow],
+    root: DrawingArea<DB, Shift>,
+) -> Result<(), String> {
+    root.fill(&WHITE).map_err(|e| e.to_string())?;
+    let (root, legend) = root.split_horizontally(700);
+    let reference = rows[0].reference_row_norm;
+    let grid: Vec<f64> = rows[0].grid.iter().map(|g| g.0).collect();
+    let norms = rows.iter().map(|r| r.row_norm_mean).chain([reference]);
+    let (low, high) = norms.fold((f64::INFINITY, 0.0f64), |(l, h), x| (l.min(x), h.max(x)));
+    let (k_low, k_high) = (grid[0] / 1.5, grid[grid.len() - 1] * 1.5);
+    let mut chart = ChartBuilder::on(&root)
+        .caption("Best k against the head's norm", (FAMILY, 20))
+        .margin(12)
+        .x_label_area_size(42)
+        .y_label_area_size(50)
+        .build_cartesian_2d(
+            (low / 1.4..high * 1.4).log_scale(),
+            (k_low..k_high).log_scale(),
+        )
+        .map_err(|e| e.to_string())?;
+    chart
+        .configure_mesh()
+        .x_label_formatter(&|x| tick(*x))
+        .y_label_formatter(&|k| format!("{k:.0}"))
+        .x_desc("mean decoder row norm at initialisation (log scale)")
+        .y_desc("k (log scale)")
+        .label_style((FAMILY, 13))
+        .axis_desc_style((FAMILY, 14))
+        .draw()
+        .map_err(|e| e.to_string())?;
+    let xs: Vec<f64> = (0..=200)
+        .map(|i| (low / 1.4) * (high * 1.4 / (low / 1.4)).powf(i as f64 / 200.0))
+        .collect();
+    let exact = xs
+        .iter()
+        .map(|&x| (x, x / reference))
+        .filter(|p| (k_low..k_high).contains(&p.1));
+    let grey = RGBColor(130, 130, 130);
+    chart
+        .draw_series(DashedLineSeries::new(exact, 5, 4, grey.stroke_width(1)))
+        .map_err(|e| e.to_string())?;
+    let rounded = xs.iter().map(|&x| (x, nearest(&grid, x / reference)));
+    chart
+        .draw_series(LineSeries::new(rounded, BLACK.stroke_width(2)))
+        .map_err(|e| e.to_string())?;
+    let mut backbones: Vec<&str> = Vec::new();
+    for row in rows {
+        if !backbones.contains(&row.backbone.as_str()) {
+            backbones.push(&row.backbone);
+        }
+    }
+    // Rows at one norm (seeds, backbones sharing a norm) side by side, not on top of each other.
+    for (i, row) in rows.iter().enumerate() {
+        let same: Vec<usize> = (0..rows.len())
+            .filter(|&j| rows[j].row_norm_mean == row.row_norm_mean)
+            .collect();
+        let slot = same.iter().position(|&j| j == i).unwrap_or(0) as f64;
+        let x = row.row_norm_mean * (0.035 * (slot - (same.len() as f64 - 1.0) / 2.0)).exp();
+        let c = colour(
+            backbones
+                .iter()
+                .position(|b| *b == row.backbone)
+                .unwrap_or(0),
+        );
+        chart
+            .draw_series([Circle::new((x, row.best_k), 6, c.filled())])
+            .map_err(|e| e.to_string())?;
+        let square = [(-5, -5), (5, 5)];
+        chart
+            .draw_series([
+                EmptyElement::at((x, row.probe_k)) + Rectangle::new(square, c.stroke_width(2))
+            ])
+            .map_err(|e| e.to_string())?;
+    }
+    let entries = backbones
+        .iter()
+        .enumerate()
+        .map(|(i, b)| (b.to_string(), KLegend::Backbone(colour(i))))
+        .chain([
+            ("grid's best k".to_string(), KLegend::Best),
+            ("probe's k".to_string(), KLegend::Probe),
+            ("head-norm rule".to_string(), KLegend::Rule),
+            (format!("norm / {reference:.3}"), KLegend::Exact),
+        ]);
+    for (row, (text, entry)) in entries.enumerate() {
+        let (x, y) = (14, 60 + 24 * row as i32);
+        let grey_marker = RGBColor(90, 90, 90);
+        let drawn = match entry {
+            KLegend::Backbone(c) => legend.draw(&Circle::new((x, y), 6, c.filled())),
+            KLegend::Best => legend.draw(&Circle::new((x, y), 6, grey_marker.filled())),
+            KLegend::Probe => legend.draw(&Rectangle::new(
+                [(x - 5, y - 5), (x + 5, y + 5)],
+                grey_marker.stroke_width(2),
+            )),
+            KLegend::Rule => legend.draw(&PathElement::new(
+                vec![(x - 9, y), (x + 9, y)],
+                BLACK.stroke_width(2),
+            )),
+            KLegend::Exact => legend.draw(&PathElement::new(
+                vec![(x - 9, y), (x + 9, y)],
+                grey.stroke_width(1),
+            )),
+        };
+        drawn.map_err(|e| e.to_string())?;
+        legend
+            .draw_text(
+                &text,
+                &(FAMILY, 14).into_font().color(&BLACK),
+                (x + 18, y - 8),
+            )
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+/// An entry of the k-choice figure's legend.
+enum KLegend {
+    Backbone(RGBColor),
+    Best,
+    Probe,
+    Rule,
+    Exact,
 }
 
 /// The outline of the `shape`-th k's marker, in pixels around the point: circle, triangle,

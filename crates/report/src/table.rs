@@ -270,7 +270,7 @@ fn key_columns(matrix: &MatrixResults) -> Vec<Column> {
     ]
 }
 
-fn write_csv(path: &Path, columns: Vec<Column>) -> Result<PathBuf> {
+pub(crate) fn write_csv(path: &Path, columns: Vec<Column>) -> Result<PathBuf> {
     let mut frame =
         DataFrame::new_infer_height(columns).map_err(|e| ReportError::parse(path, e))?;
     let mut bytes = Vec::new();

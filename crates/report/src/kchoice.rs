@@ -1,0 +1,284 @@
+//! How well k can be chosen without the full grid: for each run of a matrix (seeds) and each
+//! backbone with a finished probe and a fully evaluated grid, the k of the head-norm rule, of
+//! the probe and of "no rescaling" against the grid's best cell — the regret (score lost) and
+//! the training steps spent relative to the grid — as `k-choice.md` and `k-choice.csv`; the
+//! figure is `plots::k_choice`.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use lsr_files::{CellState, Probe};
+use polars::prelude::*;
+
+use crate::error::Result;
+use crate::results::MatrixResults;
+use crate::table::{write_bytes, write_csv};
+
+/// The score the grid's cells are ranked by.
+pub const MEASURE: &str = "ndcg@10";
+
+/// One backbone in one run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct KChoiceRow {
+    /// The run's matrix name (one per seed).
+    pub run: String,
+    pub backbone: String,
+    pub row_norm_mean: f64,
+    /// The rule's k before rounding to the grid.
+    pub exact_k: f64,
+    pub reference_row_norm: f64,
+    /// `(k, score)` of every cell of the grid, in k order.
+    pub grid: Vec<(f64, f64)>,
+    pub best_k: f64,
+    pub rule_k: f64,
+    pub probe_k: f64,
+    /// The probe's steps (every short run) over one full run's.
+    pub probe_runs: f64,
+}
+
+/// A way of choosing k, summarised over every row.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Summary {
+    pub method: &'static str,
+    pub agree: usize,
+    pub rows: usize,
+    pub mean_regret: f64,
+    pub max_regret: f64,
+    /// Training steps spent over the full grid's, averaged over the rows.
+    pub compute: f64,
+}
+
+impl KChoiceRow {
+    pub fn score(&self, k: f64) -> f64 {
+        self.grid
+            .iter()
+            .find(|(x, _)| *x == k)
+            .map_or(f64::NAN, |(_, s)| *s)
+    }
+
+    pub fn regret(&self, k: f64) -> f64 {
+        self.score(self.best_k) - self.score(k)
+    }
+}
+
+/// The rows of one run: backbones whose probe finished and whose every cell was evaluated (a
+/// cell that collapsed with weights too broken to evaluate scores 0), with each cell's mean
+/// nDCG@10 over the matrix's evaluation sets; the others are left out, by name in the second
+/// list.
+pub fn rows(matrix: &MatrixResults) -> Result<(Vec<KChoiceRow>, Vec<String>)> {
+    let mut rows = Vec::new();
+    let mut left_out = Vec::new();
+    for backbone in matrix.backbones() {
+        let Some(probe) = Probe::read(&matrix.dir, backbone)? else {
+            left_out.push(format!("{}/{backbone}: no probe", matrix.name));
+            continue;
+        };
+        let mut grid = Vec::new();
+        for cell in matrix.cells.iter().filter(|c| c.backbone == backbone) {
+            let score = match (&cell.metrics, cell.state) {
+                (Some(metrics), _) => mean_score(matrix, metrics),
+                (None, CellState::Collapsed) => Some(0.0),
+                (None, _) => None,
+            };
+            match score {
+                Some(score) => grid.push((cell.k, score)),
+                None => {
+                    left_out.push(format!("{}/{}: {}", matrix.name, cell.id, cell.state));
+                    grid.clear();
+                    break;
+                }
+            }
+        }
+        if grid.is_empty() {
+            continue;
+        }
+        grid.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let best_k = grid
+            .iter()
+            .fold(
+                grid[0],
+                |best, &cell| if cell.1 > best.1 { cell } else { best },
+            )
+            .0;
+        let probe_steps: usize = probe.runs.iter().map(|r| r.steps).sum();
+        rows.push(KChoiceRow {
+            run: matrix.name.clone(),
+            backbone: backbone.to_string(),
+            row_norm_mean: probe.norm_rule.row_norm_mean,
+            exact_k: probe.norm_rule.exact_k,
+            reference_row_norm: probe.norm_rule.reference_row_norm,
+            grid,
+            best_k,
+            rule_k: probe.norm_rule.k,
+            probe_k: probe.chosen_k,
+            probe_runs: probe_steps as f64 / probe.full_steps.max(1) as f64,
+        });
+    }
+    Ok((rows, left_out))
+}
+
+fn mean_score(matrix: &MatrixResults, metrics: &crate::results::CellMetrics) -> Option<f64> {
+    let scores: Option<Vec<f64>> = matrix
+        .datasets
+        .iter()
+        .map(|set| metrics.mean(set, MEASURE))
+        .collect();
+    scores
+        .filter(|s| !s.is_empty())
+        .map(|s| s.iter().sum::<f64>() / s.len() as f64)
+}
+
+/// Agreement, regret and compute of the rule, the probe and the grid's smallest k over `rows`.
+/// Compute counts training steps: the rule trains one cell, the probe its short runs and one
+/// cell, the smallest k one.
+pub fn summarise(rows: &[KChoiceRow]) -> Vec<Summary> {
+    type Pick = fn(&KChoiceRow) -> (f64, f64);
+    let methods: [(&'static str, Pick); 3] = [
+        ("head-norm rule", |r| (r.rule_k, 1.0)),
+        ("probe", |r| (r.probe_k, r.probe_runs + 1.0)),
+        ("smallest k (k = 1: no rescaling)", |r| (r.grid[0].0, 1.0)),
+    ];
+    methods
+        .iter()
+        .map(|(method, pick)| {
+            let regrets: Vec<f64> = rows.iter().map(|r| r.regret(pick(r).0)).collect();
+            let n = rows.len().max(1) as f64;
+            Summary {
+                method,
+                agree: rows.iter().filter(|r| pick(r).0 == r.best_k).count(),
+                rows: rows.len(),
+                mean_regret: regrets.iter().sum::<f64>() / n,
+                max_regret: regrets.iter().copied().fold(0.0, f64::max),
+                compute: rows
+                    .iter()
+                    .map(|r| pick(r).1 / r.grid.len() as f64)
+                    .sum::<f64>()
+                    / n,
+            }
+        })
+        .collect()
+}
+
+/// Writes `k-choice.md`, `k-choice.csv` and the figure for the runs in `results`.
+pub fn write_k_choice(results: &[PathBuf], out: &Path) -> Result<Vec<PathBuf>> {
+    let mut all = Vec::new();
+    let mut left_out = Vec::new();
+    for dir in results {
+        let (rows, missing) = rows(&MatrixResults::read(dir)?)?;
+        all.extend(rows);
+        left_out.extend(missing);
+    }
+    let summary = summarise(&all);
+    let mut written = vec![
+        write_bytes(
+            &out.join("k-choice.md"),
+            markdown(&all, &summary, &left_out).as_bytes(),
+        )?,
+        write_csv(&out.join("k-choice.csv"), frame(&all))?,
+    ];
+    if !all.is_empty() {
+        written.extend(crate::plots::k_choice(&all, out)?);
+    }
+    Ok(written)
+}
+
+fn markdown(rows: &[KChoiceRow], summary: &[Summary], left_out: &[String]) -> String {
+    let mut md = String::from(
+        "Choosing k without the full grid. Score: mean nDCG@10 over the matrix's evaluation \
+         sets; regret: the best cell's score minus the chosen cell's; compute: training steps \
+         spent over the full grid's.\n\n\
+         | method | picks the grid's best k | mean regret | max regret | compute |\n\
+         |---|---|---|---|---|\n",
+    );
+    for s in summary {
+        let _ = writeln!(
+            md,
+            "| {} | {}/{} | {:.3} | {:.3} | {:.2} |",
+            s.method, s.agree, s.rows, s.mean_regret, s.max_regret, s.compute
+        );
+    }
+    md.push_str(
+        "\n| run | backbone | row norm | rule k (exact) | probe k | best k | best | regret rule | \
+         regret probe |\n|---|---|---|---|---|---|---|---|---|\n",
+    );
+    for r in rows {
+        let _ = writeln!(
+            md,
+            "| {} | {} | {:.3} | {} ({:.2}) | {} | {} | {:.3} | {:.3} | {:.3} |",
+            r.run,
+            r.backbone,
+            r.row_norm_mean,
+            r.rule_k,
+            r.exact_k,
+            r.probe_k,
+            r.best_k,
+            r.score(r.best_k),
+            r.regret(r.rule_k),
+            r.regret(r.probe_k)
+        );
+    }
+    if !left_out.is_empty() {
+        let _ = writeln!(md, "\nLeft out (not finished): {}.", left_out.join("; "));
+    }
+    md
+}
+
+fn frame(rows: &[KChoiceRow]) -> Vec<Column> {
+    let text = |f: fn(&KChoiceRow) -> String| rows.iter().map(f).collect::<Vec<String>>();
+    let number = |f: fn(&KChoiceRow) -> f64| rows.iter().map(f).collect::<Vec<f64>>();
+    vec![
+        Column::new("run".into(), text(|r| r.run.clone())),
+        Column::new("backbone".into(), text(|r| r.backbone.clone())),
+        Column::new("row_norm_mean".into(), number(|r| r.row_norm_mean)),
+        Column::new("rule_exact_k".into(), number(|r| r.exact_k)),
+        Column::new("rule_k".into(), number(|r| r.rule_k)),
+        Column::new("probe_k".into(), number(|r| r.probe_k)),
+        Column::new("best_k".into(), number(|r| r.best_k)),
+        Column::new("best_ndcg@10".into(), number(|r| r.score(r.best_k))),
+        Column::new("regret_rule".into(), number(|r| r.regret(r.rule_k))),
+        Column::new("regret_probe".into(), number(|r| r.regret(r.probe_k))),
+        Column::new("probe_runs".into(), number(|r| r.probe_runs)),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(grid: &[(f64, f64)], rule_k: f64, probe_k: f64) -> KChoiceRow {
+        KChoiceRow {
+            run: "s".into(),
+            backbone: "b".into(),
+            row_norm_mean: 1.0,
+            exact_k: 6.0,
+            reference_row_norm: 0.16,
+            grid: grid.to_vec(),
+            best_k: grid
+                .iter()
+                .fold(grid[0], |b, &c| if c.1 > b.1 { c } else { b })
+                .0,
+            rule_k,
+            probe_k,
+            probe_runs: 0.5,
+        }
+    }
+
+    #[test]
+    fn regret_agreement_and_compute_are_counted_per_method() {
+        let grid = [(1.0, 0.2), (4.0, 0.5), (16.0, 0.4)];
+        let rows = [row(&grid, 4.0, 16.0), row(&grid, 16.0, 4.0)];
+        let summary = summarise(&rows);
+        let by = |m: &str| summary.iter().find(|s| s.method == m).unwrap().clone();
+        let rule = by("head-norm rule");
+        assert_eq!((rule.agree, rule.rows), (1, 2));
+        assert!((rule.mean_regret - 0.05).abs() < 1e-12);
+        assert!((rule.max_regret - 0.1).abs() < 1e-12);
+        assert!((rule.compute - 1.0 / 3.0).abs() < 1e-12);
+        let probe = by("probe");
+        assert_eq!(probe.agree, 1);
+        assert!((probe.compute - 1.5 / 3.0).abs() < 1e-12);
+        let none = by("smallest k (k = 1: no rescaling)");
+        assert_eq!(none.agree, 0);
+        assert!((none.mean_regret - 0.3).abs() < 1e-12);
+    }
+}

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Choosing k on the miniature, measured against the full grid: for each seed, the miniature
+# models and the data order drawn again, every backbone probed (`lsr matrix probe`, a tenth of
+# the recipe's steps per k), the whole grid k ∈ {1, 2, 4, 8, 16} × seven families run, then the
+# agreement of the head-norm rule and of the probe with each grid's best k, pooled over the
+# seeds (`lsr report --only k-choice`). Resumable: run it again after a stop.
+# Usage: scripts/mini/k-choice.sh [SEED...]   (default 1 2 3; after `just reproduce mini` built
+# data/synth). Seed s draws the miniatures with seed 16 + s and the data order with 122 + s,
+# so seed 1 is the miniature of `just reproduce mini`.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+lsr=${LSR:-target/release/lsr}
+seeds=("$@")
+[[ ${#seeds[@]} -gt 0 ]] || seeds=(1 2 3)
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+runs=()
+for s in "${seeds[@]}"; do
+    models=data/synth/models-seed-$s
+    results=results/mini-k/seed-$s
+    sed "s/^seed = .*/seed = $((16 + s))/" experiments/mini-models.toml > "$dir/models-$s.toml"
+    "$lsr" data miniatures --spec "$dir/models-$s.toml" --vocab data/synth/vocab.txt --out "$models"
+    scripts/mini/variant.sh "$results" --seed $((122 + s)) --k "1, 2, 4, 8, 16" \
+        --models "$models" --probe 0.1 > "$dir/seed-$s.toml"
+    "$lsr" matrix probe "$dir/seed-$s.toml"
+    "$lsr" matrix run "$dir/seed-$s.toml"
+    "$lsr" report "$results" >/dev/null
+    runs+=("$results")
+done
+"$lsr" report "${runs[@]}" --only k-choice --out results/mini-k/report
