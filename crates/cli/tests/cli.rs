@@ -219,6 +219,80 @@ fn k_suggest_divides_the_row_norm_by_the_reference_and_rounds_to_the_grid() {
 }
 
 #[test]
+fn matrix_status_shows_each_finished_probe_and_run_k_from_probe_names_the_missing_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().display();
+    let matrix = dir.path().join("m.toml");
+    let backbone = |name: &str| format!("[[backbone]]\nname = \"{name}\"\ncheckpoint = \"x\"\n");
+    std::fs::write(
+        &matrix,
+        format!(
+            "name = \"m\"\nresults = \"{root}/results\"\ncheckpoints = \"{root}/c\"\n\
+             k = [1, 4]\n[eval]\ndata_root = \"{root}\"\ndatasets = [\"beir/scifact\"]\n\
+             tradeoff = \"beir/scifact\"\nbatch_size = 8\ntop_k = 10\n\
+             [data]\nformat = \"triples\"\ntriples = \"t.tsv\"\n{}{}",
+            backbone("bert"),
+            backbone("roberta")
+        ),
+    )
+    .unwrap();
+    let run = |k, score| lsr_files::ProbeRun {
+        k,
+        steps: 5,
+        status: lsr_files::RunStatus::Finished,
+        ndcg_at_10: score,
+    };
+    let probe = lsr_files::Probe {
+        backbone: "bert".into(),
+        fraction: 0.05,
+        full_steps: 100,
+        dataset: "nanobeir/nfcorpus".into(),
+        runs: vec![run(1.0, Some(0.31)), run(4.0, None)],
+        chosen_k: 1.0,
+        norm_rule: lsr_files::KSuggestion {
+            checkpoint: "x".into(),
+            row_norm_mean: 0.9,
+            reference_row_norm: 0.16,
+            reference: "r".into(),
+            exact_k: 5.6,
+            grid: vec![1.0, 4.0],
+            k: 4.0,
+        },
+    };
+    probe.write(&dir.path().join("results")).unwrap();
+    let out = lsr()
+        .args(["matrix", "status"])
+        .arg(&matrix)
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("bert-k4\tmissing"), "{text}");
+    assert!(
+        text.contains("probe bert\tk = 1\t(head-norm rule k = 4; nanobeir/nfcorpus nDCG@10 after 5 steps: k1 0.310, k4 -)"),
+        "{text}"
+    );
+    let out = lsr()
+        .args(["matrix", "status", "--json"])
+        .arg(&matrix)
+        .output()
+        .unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["probes"], serde_json::json!({ "bert": 1.0 }));
+    assert_eq!(json["cells"]["roberta-k1"], "missing");
+    let stderr = error_of(
+        lsr()
+            .args(["matrix", "run", "--k-from", "probe"])
+            .arg(&matrix),
+    );
+    assert!(stderr.contains("no finished probe for roberta"), "{stderr}");
+}
+
+#[test]
 fn a_report_of_a_matrix_not_run_yet_says_so_and_names_the_command() {
     let dir = tempfile::tempdir().unwrap();
     let stderr = error_of(lsr().arg("report").arg(dir.path().join("table1")));

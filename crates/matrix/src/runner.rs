@@ -37,6 +37,8 @@ pub struct RunOptions {
 #[derive(Serialize)]
 struct MatrixSummary<'a> {
     name: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    note: Option<&'a str>,
     cells: Vec<CellSummary<'a>>,
     datasets: &'a [String],
     tradeoff: &'a str,
@@ -230,6 +232,7 @@ fn evaluate<'a>(
 fn write_summary(matrix: &Matrix) -> Result<()> {
     let summary = MatrixSummary {
         name: &matrix.name,
+        note: matrix.note.as_deref(),
         cells: matrix
             .cells
             .iter()

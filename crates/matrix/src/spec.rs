@@ -20,6 +20,9 @@ use crate::error::{MatrixError, Result};
 #[serde(deny_unknown_fields)]
 struct MatrixFile {
     name: String,
+    /// Printed above the report's Table 1: what the matrix can and cannot show.
+    #[serde(default)]
+    note: Option<String>,
     /// Per-cell results: `<results>/<cell>/`.
     results: PathBuf,
     /// Per-cell training checkpoints: `<checkpoints>/<cell>/` (large; put them on scratch).
@@ -166,6 +169,7 @@ impl EvalSpec {
 pub struct Matrix {
     pub path: PathBuf,
     pub name: String,
+    pub note: Option<String>,
     pub results: PathBuf,
     pub checkpoints: PathBuf,
     pub device: Option<String>,
@@ -207,6 +211,7 @@ impl Matrix {
         Ok(Self {
             path: path.to_path_buf(),
             name: file.name,
+            note: file.note,
             results: file.results,
             checkpoints: file.checkpoints,
             device: file.device,

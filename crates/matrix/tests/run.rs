@@ -12,6 +12,7 @@ use lsr_matrix::{CellState, Matrix, RunOptions, run_cells};
 fn matrix_file(root: &Path) -> std::path::PathBuf {
     let text = format!(
         r#"name = "tiny"
+note = "What this matrix can show."
 results = "{root}/results"
 checkpoints = "{root}/checkpoints"
 device = "flex"
@@ -237,6 +238,7 @@ fn runs_records_skips_and_reports() {
         );
     }
     let table = std::fs::read_to_string(out.join("table1.md")).unwrap();
+    assert!(table.starts_with("What this matrix can show.\n\n| backbone |"));
     assert!(
         table.contains("| broken | 1 |") && table.contains("failed"),
         "{table}"

@@ -26,6 +26,8 @@ pub struct PaperResult {
 #[derive(Clone, Debug, Deserialize)]
 struct MatrixFile {
     name: String,
+    #[serde(default)]
+    note: Option<String>,
     cells: Vec<CellEntry>,
     datasets: Vec<String>,
     tradeoff: String,
@@ -84,6 +86,8 @@ pub struct CellResult {
 pub struct MatrixResults {
     pub dir: PathBuf,
     pub name: String,
+    /// The matrix file's `note`, printed above Table 1.
+    pub note: Option<String>,
     pub datasets: Vec<String>,
     pub tradeoff: String,
     pub paper: Vec<PaperResult>,
@@ -128,6 +132,7 @@ impl MatrixResults {
         Ok(Self {
             dir: dir.to_path_buf(),
             name: matrix.name,
+            note: matrix.note,
             datasets: matrix.datasets,
             tradeoff: matrix.tradeoff,
             paper: matrix.paper,

@@ -124,7 +124,10 @@ pub fn write_tables(matrix: &MatrixResults, out: &Path) -> Result<Vec<PathBuf>> 
 
 /// Table 1 as Markdown and as LaTeX, the best value per backbone in bold.
 fn table1_text(matrix: &MatrixResults, columns: &[TableColumn]) -> (String, String) {
-    let mut md = String::from("| backbone | k |");
+    let mut md = match &matrix.note {
+        Some(note) => format!("{}\n\n| backbone | k |", note.trim()),
+        None => String::from("| backbone | k |"),
+    };
     let mut tex = format!(
         "\\begin{{tabular}}{{ll{}l}}\n\\toprule\nbackbone & $k$",
         "r".repeat(columns.len())
