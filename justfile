@@ -39,6 +39,10 @@ reproduce matrix="mini":
 mini-precision: (reproduce "mini")
     scripts/mini/precision.sh
 
+# Choosing k on the miniature: rule and probe against the 35-cell grid, three seeds (README, "Choosing k").
+mini-k *seeds: (reproduce "mini")
+    scripts/mini/k-choice.sh {{seeds}}
+
 # The miniature under random SIGKILLs (seeded), restarted after each: every finished cell stays
 # as it was, no step is redone from before a checkpoint, and the weights, runs and Table 1 equal
 # an undisturbed run's byte for byte (results/soak-reference, kept between soaks). Not in CI.
