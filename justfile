@@ -82,10 +82,10 @@ bench-encode device="flex" torch_device="cpu" python=".venv/bin/python":
     {{python}} -c 'import json,sys; a,b=(json.loads(x) for x in sys.argv[1:]); print("lsr/pytorch throughput: %.2f, peak RSS: %.2f" % (a["sequences_per_second"]/b["sequences_per_second"], a["peak_rss_mib"]/b["peak_rss_mib"]))' "$lsr" "$torch"
 
 # Exact retrieval benchmark, lsr then scipy.sparse on the same collection, and their ratio.
-bench-retrieve python=".venv/bin/python":
+bench-retrieve shape="uniform" python=".venv/bin/python":
     cargo build --release -p lsr-cli
-    lsr=$(target/release/lsr bench retrieve --json --run target/bench-retrieve.trec); \
-    scipy=$({{python}} scripts/bench/retrieve.py --compare target/bench-retrieve.trec); \
+    lsr=$(target/release/lsr bench retrieve --shape {{shape}} --json --run target/bench-retrieve.trec); \
+    scipy=$({{python}} scripts/bench/retrieve.py --shape {{shape}} --compare target/bench-retrieve.trec); \
     echo "lsr:   $lsr"; echo "scipy: $scipy"; \
     {{python}} -c 'import json,sys; a,b=(json.loads(x) for x in sys.argv[1:]); print("lsr/scipy queries/s: %.1f, identical top-10: %s" % (a["queries_per_second"]/b["queries_per_second"], b["identical_top_k"]))' "$lsr" "$scipy"
 

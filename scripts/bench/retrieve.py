@@ -4,7 +4,7 @@ index), then the top k of each row, ties broken as trec_eval does (doc id descen
 collection is generated exactly as lsr generates it (splitmix64 + Zipf inverse CDF, weights
 k/64, so every score is exact in float32 and the two top-k lists must be identical).
 
-    python scripts/bench/retrieve.py [--docs 1000000] [--compare lsr-run.trec]
+    python scripts/bench/retrieve.py [--docs 1000000] [--shape uniform|splade] [--compare lsr-run.trec]
 """
 import argparse
 import json
@@ -32,7 +32,15 @@ def zipf_cdf(vocab, exponent):
     return np.array(cdf) / total
 
 
-def collection(cdf, seed, rows, draws, chunk=50_000):
+def weight_cap(terms, shape):
+    """As lsr's WeightShape: 255, or 16 + 24 floor(log2(rank + 1)) capped at 255."""
+    if shape == "uniform":
+        return np.full(terms.shape, 255, dtype=np.uint64)
+    log2 = np.floor(np.log2(terms.astype(np.float64) + 1.0)).astype(np.uint64)
+    return np.minimum(np.uint64(16) + np.uint64(24) * log2, np.uint64(255))
+
+
+def collection(cdf, seed, rows, draws, shape, chunk=50_000):
     indptr, indices, data = [0], [], []
     for start in range(0, rows, chunk):
         r = np.arange(start, min(rows, start + chunk), dtype=np.uint64)
@@ -40,8 +48,9 @@ def collection(cdf, seed, rows, draws, chunk=50_000):
         i = np.arange(draws, dtype=np.uint64)[None, :]
         with np.errstate(over="ignore"):
             u = (splitmix64(base + np.uint64(2) * i) >> np.uint64(11)).astype(np.float64) * (1.0 / (1 << 53))
-            w = (np.uint64(1) + splitmix64(base + np.uint64(2) * i + np.uint64(1)) % np.uint64(255)).astype(np.float32) / np.float32(64)
-        terms = np.minimum(np.searchsorted(cdf, u, side="right"), len(cdf) - 1)
+            terms = np.minimum(np.searchsorted(cdf, u, side="right"), len(cdf) - 1)
+            cap = weight_cap(terms, shape)
+            w = (np.uint64(1) + splitmix64(base + np.uint64(2) * i + np.uint64(1)) % cap).astype(np.float32) / np.float32(64)
         for t_row, w_row in zip(terms, w):
             uniq, first = np.unique(t_row, return_index=True)  # first occurrence, as a stable sort + dedup
             indices.append(uniq)
@@ -60,14 +69,15 @@ def main():
     p.add_argument("--queries", type=int, default=200)
     p.add_argument("--k", type=int, default=10)
     p.add_argument("--batch", type=int, default=50)
+    p.add_argument("--shape", choices=["uniform", "splade"], default="uniform")
     p.add_argument("--compare", help="an lsr run file of the same queries")
     args = p.parse_args()
     cdf = zipf_cdf(args.vocab, args.zipf_exponent)
     start = time.perf_counter()
-    docs = collection(cdf, 1, args.docs, args.doc_draws)
+    docs = collection(cdf, 1, args.docs, args.doc_draws, args.shape)
     inverted = docs.T.tocsr()  # term -> postings
     build = time.perf_counter() - start
-    queries = collection(cdf, 2, args.queries, args.query_draws)
+    queries = collection(cdf, 2, args.queries, args.query_draws, args.shape)
     doc_ids = np.array([str(d) for d in range(args.docs)])
     order = np.argsort(doc_ids).argsort()  # rank of each id in string order
     start = time.perf_counter()

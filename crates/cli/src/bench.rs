@@ -94,11 +94,23 @@ pub struct RetrieveBench {
     queries: usize,
     #[arg(long, default_value_t = 10)]
     k: usize,
+    /// Weights independent of the term (`uniform`) or light for frequent terms (`splade`).
+    #[arg(long, value_enum, default_value_t = Shape::Uniform)]
+    shape: Shape,
+    /// Score every posting (the reference) instead of skipping what cannot enter the top k.
+    #[arg(long)]
+    exhaustive: bool,
     /// Write the top-k lists here as a TREC run, for comparison with scipy's.
     #[arg(long)]
     run: Option<std::path::PathBuf>,
     #[arg(long)]
     json: bool,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum Shape {
+    Uniform,
+    Splade,
 }
 
 #[derive(Serialize)]
@@ -202,13 +214,17 @@ const DOC_SEED: u64 = 1;
 const QUERY_SEED: u64 = 2;
 
 fn retrieve(args: RetrieveBench) -> Result<()> {
-    use lsr_data::synthetic::{Zipf, sparse_vector};
+    use lsr_data::synthetic::{WeightShape, Zipf, sparse_vector};
     let zipf = Zipf::new(args.vocab, args.zipf_exponent);
+    let shape = match args.shape {
+        Shape::Uniform => WeightShape::Uniform,
+        Shape::Splade => WeightShape::Splade,
+    };
     let start = Instant::now();
     let mut builder = lsr_eval::IndexBuilder::new(args.vocab);
     let mut doc_nonzeros = 0;
     for d in 0..args.docs {
-        let vector = sparse_vector(&zipf, DOC_SEED, d as u64, args.doc_draws);
+        let vector = sparse_vector(&zipf, shape, DOC_SEED, d as u64, args.doc_draws);
         doc_nonzeros += vector.len();
         builder.add(&d.to_string(), &vector)?;
     }
@@ -218,12 +234,16 @@ fn retrieve(args: RetrieveBench) -> Result<()> {
         .map(|q| {
             (
                 q.to_string(),
-                sparse_vector(&zipf, QUERY_SEED, q as u64, args.query_draws),
+                sparse_vector(&zipf, shape, QUERY_SEED, q as u64, args.query_draws),
             )
         })
         .collect();
     let start = Instant::now();
-    let run = index.retrieve(&queries, args.k);
+    let run = if args.exhaustive {
+        index.retrieve_exhaustive(&queries, args.k)
+    } else {
+        index.retrieve(&queries, args.k)
+    };
     let seconds = start.elapsed().as_secs_f64();
     if let Some(path) = &args.run {
         run.write(path, "lsr")?;

@@ -1,0 +1,256 @@
+//! Exact dynamic pruning, term at a time with MaxScore bounds (Moffat and Zobel's "continue"
+//! strategy). In each block, once a top k is full, the query's terms are added shortest
+//! posting list first. When the bounds (query weight × the term's largest weight in the block)
+//! of the terms left cannot lift a document from nothing to the k-th score, no new document
+//! can enter: the terms left (in SPLADE the light, frequent ones, with the longest lists) are
+//! only looked up for the documents found so far that can still reach it, largest bound
+//! first, and those that cannot are dropped after each term. The documents left are scored again in
+//! query-term order, as the exhaustive search sums, so the scores, the top k and its tie order
+//! are the exhaustive search's.
+
+use super::{InvertedIndex, SCAN_CHUNK, Scratch as Exhaustive, TopK};
+
+/// Per-thread memory of the pruned search, reused across queries.
+#[derive(Default)]
+pub(super) struct Scratch {
+    bounds: Vec<f64>,
+    /// Query terms by decreasing bound.
+    order: Vec<usize>,
+    /// Documents that may still enter (block-local); their sums are in the accumulator.
+    candidates: Vec<u16>,
+    /// Each term's cursor and end in its block postings while documents are scored.
+    cursors: Vec<(usize, usize)>,
+}
+
+impl InvertedIndex {
+    /// `block_max`, from the laid-out postings.
+    pub(super) fn block_maxima(&self) -> Vec<f32> {
+        let mut maxima = vec![0.0f32; self.vocab * self.blocks];
+        for term in 0..self.vocab {
+            for block in 0..self.blocks {
+                let range = self.block_postings(term, block);
+                let best = self.weights[range].iter().fold(0.0f32, |m, &w| m.max(w));
+                maxima[term * self.blocks + block] = best;
+            }
+        }
+        maxima
+    }
+
+    /// The `k` best documents for `query` (positive finite weights, any term ids), best
+    /// first, as `search` finds them.
+    pub(super) fn search_pruned(
+        &self,
+        query: &[(u32, f32)],
+        k: usize,
+        exhaustive: &mut Exhaustive,
+        scratch: &mut Scratch,
+    ) -> Vec<(u32, f32)> {
+        let query: Vec<(usize, f32)> = query
+            .iter()
+            .filter(|&&(t, _)| (t as usize) < self.vocab)
+            .map(|&(t, w)| (t as usize, w))
+            .collect();
+        // An f32 sum of n terms is within n·ε of the exact sum: bounds get that slack, so no
+        // document that could enter is dropped.
+        let slack = 1.0 + 4.0 * (query.len() + 1) as f64 * f64::from(f32::EPSILON);
+        let bounds = Bounds { slack };
+        let mut top = TopK::new(k);
+        for block in 0..self.blocks {
+            if top.floor() == 0.0 {
+                // Nothing to prune against until k documents are in.
+                self.score_block(&query, block, true, &mut top, exhaustive);
+            } else {
+                self.prune_block(&query, block, &bounds, &mut top, exhaustive, scratch);
+            }
+        }
+        top.into_sorted()
+    }
+
+    fn prune_block(
+        &self,
+        query: &[(usize, f32)],
+        block: usize,
+        bounds: &Bounds,
+        top: &mut TopK,
+        exhaustive: &mut Exhaustive,
+        s: &mut Scratch,
+    ) {
+        let floor = top.floor();
+        s.bounds.clear();
+        s.bounds.extend(query.iter().map(|&(term, q)| {
+            f64::from(q) * f64::from(self.block_max[term * self.blocks + block])
+        }));
+        // Short lists first: they cost little to add and, in SPLADE, carry the large weights,
+        // so that the bound left to the long lists soon cannot bring in a new document.
+        s.order.clear();
+        s.order.extend(0..query.len());
+        let length = |i: usize| self.block_postings(query[i].0, block).len();
+        s.order.sort_unstable_by_key(|&i| (length(i), i));
+        let mut left: f64 = s.bounds.iter().sum();
+        // Every posting into the accumulator for the lists shorter than a quarter of the block
+        // (cheaper than looking candidates up in them), and for the others until their bounds
+        // could at most double a sum that can still enter: stopping as soon as no new document
+        // can enter leaves most documents candidates, slower than scoring every posting
+        // (measured on `lsr bench retrieve`).
+        let long = (1usize << self.block_bits) / 4;
+        let mut taken = 0;
+        while taken < query.len()
+            && (bounds.reach(2.0 * left, floor) || length(s.order[taken]) < long)
+        {
+            let i = s.order[taken];
+            let range = self.block_postings(query[i].0, block);
+            let q = query[i].1;
+            for (&doc, &weight) in self.docs[range.clone()].iter().zip(&self.weights[range]) {
+                exhaustive.block[doc as usize] += q * weight;
+            }
+            left = (left - s.bounds[i]).max(0.0);
+            taken += 1;
+        }
+        self.collect_candidates(exhaustive, left, floor, bounds, s);
+        // The long lists left, largest bound first: candidates that cannot make up the
+        // difference are dropped soonest.
+        let by_bound = &s.bounds;
+        s.order[taken..]
+            .sort_unstable_by(|&a, &b| by_bound[b].total_cmp(&by_bound[a]).then(a.cmp(&b)));
+        let sums = &mut exhaustive.block[..1 << self.block_bits];
+        for &i in &s.order[taken..] {
+            if s.candidates.is_empty() {
+                break;
+            }
+            left = (left - s.bounds[i]).max(0.0);
+            let range = self.block_postings(query[i].0, block);
+            let q = query[i].1;
+            // From the shorter side: each candidate sought in the postings (galloping), or
+            // each posting added (to a dropped document it adds to −∞).
+            let postings = range.len();
+            // A lookup (a gallop: branches the CPU cannot predict) costs about as much as 64
+            // sequential additions, measured on the retrieval benchmark.
+            let per_candidate = 64 + 2 * (postings / s.candidates.len() + 1).ilog2() as usize;
+            if s.candidates.len() * per_candidate < postings {
+                let mut at = range.start;
+                for &doc in &s.candidates {
+                    at = seek(&self.docs[..range.end], at, doc);
+                    if at == range.end {
+                        break;
+                    }
+                    if self.docs[at] == doc {
+                        sums[doc as usize] += q * self.weights[at];
+                    }
+                }
+            } else {
+                for (&doc, &weight) in self.docs[range.clone()].iter().zip(&self.weights[range]) {
+                    sums[doc as usize] += q * weight;
+                }
+            }
+            keep_reaching(&mut s.candidates, sums, bounds.threshold(left, floor));
+        }
+        sums.fill(0.0);
+        self.offer_in_order(query, block, top, s);
+    }
+
+    /// The accumulated documents that can reach `floor` with the bounds `left`, in document
+    /// order; every other document's sum is set to −∞, so that what is added to it later
+    /// never makes it one. Most chunks of 16 fail as a whole on their maximum.
+    fn collect_candidates(
+        &self,
+        exhaustive: &mut Exhaustive,
+        left: f64,
+        floor: f32,
+        bounds: &Bounds,
+        s: &mut Scratch,
+    ) {
+        let threshold = bounds.threshold(left, floor);
+        // Branch-free: which documents pass is as unpredictable as a coin.
+        s.candidates.resize(1 << self.block_bits, 0);
+        let mut kept = 0;
+        // Past the last document nothing is ever added: the whole block is scanned.
+        let block = &mut exhaustive.block[..1 << self.block_bits];
+        for (c, chunk) in block.chunks_mut(SCAN_CHUNK).enumerate() {
+            let best = chunk.iter().fold(0.0f32, |m, &x| m.max(x));
+            if best > 0.0 && best >= threshold {
+                for (i, sum) in chunk.iter_mut().enumerate() {
+                    let keep = *sum > 0.0 && *sum >= threshold;
+                    s.candidates[kept] = (c * SCAN_CHUNK + i) as u16;
+                    kept += usize::from(keep);
+                    *sum = if keep { *sum } else { f32::NEG_INFINITY };
+                }
+            } else {
+                chunk.fill(f32::NEG_INFINITY);
+            }
+        }
+        s.candidates.truncate(kept);
+    }
+
+    /// Scores the candidates again, each in query-term order, and offers them; documents come
+    /// in increasing order, so each term's cursor only moves forward.
+    fn offer_in_order(
+        &self,
+        query: &[(usize, f32)],
+        block: usize,
+        top: &mut TopK,
+        s: &mut Scratch,
+    ) {
+        s.cursors.clear();
+        s.cursors.extend(query.iter().map(|&(term, _)| {
+            let range = self.block_postings(term, block);
+            (range.start, range.end)
+        }));
+        let start = block << self.block_bits;
+        for &doc in &s.candidates {
+            let mut score = 0.0f32;
+            for (cursor, &(_, q)) in s.cursors.iter_mut().zip(query) {
+                let at = seek(&self.docs[..cursor.1], cursor.0, doc);
+                cursor.0 = at;
+                if at < cursor.1 && self.docs[at] == doc {
+                    score += q * self.weights[at];
+                }
+            }
+            let global = start + doc as usize;
+            top.offer(score, self.id_rank[global], global as u32);
+        }
+    }
+}
+
+/// Whether a bound can reach the k-th score, with the slack of f32 summation.
+struct Bounds {
+    slack: f64,
+}
+
+impl Bounds {
+    fn reach(&self, bound: f64, floor: f32) -> bool {
+        bound * self.slack >= f64::from(floor)
+    }
+
+    /// The smallest sum that can still reach `floor` with the bounds `left` (rounded down).
+    fn threshold(&self, left: f64, floor: f32) -> f32 {
+        ((f64::from(floor) / self.slack - left) as f32).next_down()
+    }
+}
+
+/// Keeps the candidates whose sum reaches `threshold`, in order; the others' sums become −∞.
+fn keep_reaching(candidates: &mut Vec<u16>, sums: &mut [f32], threshold: f32) {
+    let mut kept = 0;
+    for j in 0..candidates.len() {
+        let doc = candidates[j];
+        let sum = &mut sums[doc as usize];
+        let keep = *sum >= threshold;
+        candidates[kept] = doc;
+        kept += usize::from(keep);
+        *sum = if keep { *sum } else { f32::NEG_INFINITY };
+    }
+    candidates.truncate(kept);
+}
+
+/// The first position at or after `from` whose document is not below `doc` (galloping, then
+/// binary search: cheap both for the next posting and for a far one).
+fn seek(docs: &[u16], from: usize, doc: u16) -> usize {
+    let mut step = 1;
+    let mut low = from;
+    let mut high = from;
+    while high < docs.len() && docs[high] < doc {
+        low = high + 1;
+        high = (high + step).min(docs.len());
+        step *= 2;
+    }
+    low + docs[low..high.min(docs.len())].partition_point(|&d| d < doc)
+}
