@@ -492,21 +492,22 @@ fn draw_k_choice<DB: DrawingBackend>(
     let grid: Vec<f64> = rows[0].grid.iter().map(|g| g.0).collect();
     let norms = rows.iter().map(|r| r.row_norm_mean).chain([reference]);
     let (low, high) = norms.fold((f64::INFINITY, 0.0f64), |(l, h), x| (l.min(x), h.max(x)));
-    let (k_low, k_high) = (grid[0] / 1.5, grid[grid.len() - 1] * 1.5);
+    // Both axes in log2, so that the ticks fall on powers of two (the grid's k).
+    let (k_low, k_high) = (grid[0].log2() - 0.6, grid[grid.len() - 1].log2() + 0.6);
     let mut chart = ChartBuilder::on(&root)
         .caption("Best k against the head's norm", (FAMILY, 20))
         .margin(12)
         .x_label_area_size(42)
         .y_label_area_size(50)
-        .build_cartesian_2d(
-            (low / 1.4..high * 1.4).log_scale(),
-            (k_low..k_high).log_scale(),
-        )
+        .build_cartesian_2d((low / 1.4).log2()..(high * 1.4).log2(), k_low..k_high)
         .map_err(|e| e.to_string())?;
     chart
         .configure_mesh()
-        .x_label_formatter(&|x| tick(*x))
-        .y_label_formatter(&|k| format!("{k:.0}"))
+        .x_labels(8)
+        .y_labels(8)
+        .light_line_style(RGBColor(238, 238, 238))
+        .x_label_formatter(&|x| power_of_two(*x))
+        .y_label_formatter(&|y| power_of_two(*y))
         .x_desc("mean decoder row norm at initialisation (log scale)")
         .y_desc("k (log scale)")
         .label_style((FAMILY, 13))
@@ -518,13 +519,15 @@ fn draw_k_choice<DB: DrawingBackend>(
         .collect();
     let exact = xs
         .iter()
-        .map(|&x| (x, x / reference))
+        .map(|&x| (x.log2(), (x / reference).log2()))
         .filter(|p| (k_low..k_high).contains(&p.1));
     let grey = RGBColor(130, 130, 130);
     chart
         .draw_series(DashedLineSeries::new(exact, 5, 4, grey.stroke_width(1)))
         .map_err(|e| e.to_string())?;
-    let rounded = xs.iter().map(|&x| (x, nearest(&grid, x / reference)));
+    let rounded = xs
+        .iter()
+        .map(|&x| (x.log2(), nearest(&grid, x / reference).log2()));
     chart
         .draw_series(LineSeries::new(rounded, BLACK.stroke_width(2)))
         .map_err(|e| e.to_string())?;
@@ -540,7 +543,7 @@ fn draw_k_choice<DB: DrawingBackend>(
             .filter(|&j| rows[j].row_norm_mean == row.row_norm_mean)
             .collect();
         let slot = same.iter().position(|&j| j == i).unwrap_or(0) as f64;
-        let x = row.row_norm_mean * (0.035 * (slot - (same.len() as f64 - 1.0) / 2.0)).exp();
+        let x = row.row_norm_mean.log2() + 0.05 * (slot - (same.len() as f64 - 1.0) / 2.0);
         let c = colour(
             backbones
                 .iter()
@@ -548,13 +551,12 @@ fn draw_k_choice<DB: DrawingBackend>(
                 .unwrap_or(0),
         );
         chart
-            .draw_series([Circle::new((x, row.best_k), 6, c.filled())])
+            .draw_series([Circle::new((x, row.best_k.log2()), 6, c.filled())])
             .map_err(|e| e.to_string())?;
         let square = [(-5, -5), (5, 5)];
         chart
-            .draw_series([
-                EmptyElement::at((x, row.probe_k)) + Rectangle::new(square, c.stroke_width(2))
-            ])
+            .draw_series([EmptyElement::at((x, row.probe_k.log2()))
+                + Rectangle::new(square, c.stroke_width(2))])
             .map_err(|e| e.to_string())?;
     }
     let entries = backbones
@@ -596,6 +598,19 @@ fn draw_k_choice<DB: DrawingBackend>(
             .map_err(|e| e.to_string())?;
     }
     Ok(())
+}
+
+/// The label of a log2 tick: 2^y where y is a whole number, none between.
+fn power_of_two(y: f64) -> String {
+    if (y - y.round()).abs() > 1e-9 {
+        return String::new();
+    }
+    let value = y.round().exp2();
+    if value >= 1.0 {
+        format!("{value:.0}")
+    } else {
+        format!("{value}")
+    }
 }
 
 /// An entry of the k-choice figure's legend.
