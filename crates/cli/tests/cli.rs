@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{fixture, lsr};
+use common::{fixture, lsr, stdout_of};
 
 fn json_lines(output: &[u8]) -> Vec<serde_json::Value> {
     String::from_utf8(output.to_vec())
@@ -174,24 +174,12 @@ fn norms_json_reports_head_statistics_per_checkpoint() {
 
 #[test]
 fn k_suggest_divides_the_row_norm_by_the_reference_and_rounds_to_the_grid() {
-    let norm = |out: &[u8]| json_lines(out)[0]["row_norm_mean"].as_f64().unwrap();
-    let stats = lsr()
-        .args(["norms", &fixture("roberta"), "--json"])
-        .output()
-        .unwrap();
-    let row_norm = norm(&stats.stdout);
+    let stats = stdout_of(lsr().args(["norms", &fixture("roberta"), "--json"]));
+    let row_norm = json_lines(&stats)[0]["row_norm_mean"].as_f64().unwrap();
     let suggest = |extra: &[&str]| {
-        let out = lsr()
-            .args(["k", "suggest", &fixture("roberta"), "--json"])
-            .args(extra)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        json_lines(&out.stdout).remove(0)
+        let mut command = lsr();
+        command.args(["k", "suggest", &fixture("roberta"), "--json"]);
+        json_lines(&stdout_of(command.args(extra))).remove(0)
     };
     let paper = suggest(&[]);
     let exact = row_norm / (2.553 / 16.0);
@@ -260,28 +248,15 @@ fn matrix_status_shows_each_finished_probe_and_run_k_from_probe_names_the_missin
         },
     };
     probe.write(&dir.path().join("results")).unwrap();
-    let out = lsr()
-        .args(["matrix", "status"])
-        .arg(&matrix)
-        .output()
-        .unwrap();
-    let text = String::from_utf8(out.stdout).unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = String::from_utf8(stdout_of(lsr().args(["matrix", "status"]).arg(&matrix)));
+    let text = text.unwrap();
     assert!(text.contains("bert-k4\tmissing"), "{text}");
     assert!(
         text.contains("probe bert\tk = 1\t(head-norm rule k = 4; nanobeir/nfcorpus nDCG@10 after 5 steps: k1 0.310, k4 -)"),
         "{text}"
     );
-    let out = lsr()
-        .args(["matrix", "status", "--json"])
-        .arg(&matrix)
-        .output()
-        .unwrap();
-    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let out = stdout_of(lsr().args(["matrix", "status", "--json"]).arg(&matrix));
+    let json: serde_json::Value = serde_json::from_slice(&out).unwrap();
     assert_eq!(json["probes"], serde_json::json!({ "bert": 1.0 }));
     assert_eq!(json["cells"]["roberta-k1"], "missing");
     let stderr = error_of(

@@ -7,7 +7,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use common::{fixture, lsr};
+use common::{fixture, lsr, stdout_of};
 
 #[test]
 fn means_match_pytrec_eval_at_trec_dl_relevance_level() {
@@ -164,18 +164,13 @@ fn a_full_disk_during_eval_leaves_the_previous_evaluation() {
 
 /// `lsr evaluate --json` of `run` against `qrels`, with `extra` arguments.
 fn evaluate(run: &Path, qrels: &Path, extra: &[&str]) -> serde_json::Value {
-    let out = lsr()
-        .args(["evaluate", "--run", run.to_str().unwrap()])
-        .args(["--qrels", qrels.to_str().unwrap(), "--json"])
-        .args(extra)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = stdout_of(
+        lsr()
+            .args(["evaluate", "--run", run.to_str().unwrap()])
+            .args(["--qrels", qrels.to_str().unwrap(), "--json"])
+            .args(extra),
     );
-    serde_json::from_slice(&out.stdout).unwrap()
+    serde_json::from_slice(&out).unwrap()
 }
 
 #[test]

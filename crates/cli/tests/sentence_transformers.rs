@@ -7,7 +7,7 @@ mod common;
 
 use std::collections::BTreeMap;
 
-use common::{fixture, lsr};
+use common::{fixture, lsr, stdout_of};
 
 type Terms = BTreeMap<String, f64>;
 
@@ -36,13 +36,7 @@ fn sparse_encoder_encodes_an_lsr_export_as_lsr_does() {
         for text in by_text.keys() {
             command.args(["--text", text]);
         }
-        let output = command.output().unwrap();
-        assert!(
-            output.status.success(),
-            "{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        let lines = String::from_utf8(output.stdout).unwrap();
+        let lines = String::from_utf8(stdout_of(&mut command)).unwrap();
         for (line, (text, want)) in lines.lines().zip(&by_text) {
             let got: serde_json::Value = serde_json::from_str(line).unwrap();
             assert_eq!(got["text"], *text);

@@ -7,7 +7,7 @@ mod common;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{fixture, lsr};
+use common::{fixture, lsr, stdout_of};
 use lsr_files::small_disk::SmallDisk;
 
 fn write_cell(dir: &Path, steps: usize, checkpoint_every: usize) -> std::path::PathBuf {
@@ -271,18 +271,12 @@ fn an_exported_checkpoint_encodes_like_the_model_training_wrote() {
         .assert()
         .success();
     let encode = |checkpoint: &Path| {
-        let output = lsr()
-            .args(["encode", "--json", "--device", "flex", "--checkpoint"])
-            .arg(checkpoint)
-            .args(["--text", "boil an egg", "--text", "the capital of italy"])
-            .output()
-            .unwrap();
-        assert!(
-            output.status.success(),
-            "{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        output.stdout
+        stdout_of(
+            lsr()
+                .args(["encode", "--json", "--device", "flex", "--checkpoint"])
+                .arg(checkpoint)
+                .args(["--text", "boil an egg", "--text", "the capital of italy"]),
+        )
     };
     let trained = encode(&out.join("checkpoints/model"));
     assert_eq!(encode(&exported), trained);

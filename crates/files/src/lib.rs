@@ -41,6 +41,21 @@ pub enum FileError {
 
 pub type Result<T, E = FileError> = std::result::Result<T, E>;
 
+/// The JSON file at `path`, `None` if there is none; one that does not parse is an error
+/// naming it.
+pub fn read_json<T: serde::de::DeserializeOwned>(path: &std::path::Path) -> Result<Option<T>> {
+    match std::fs::read(path) {
+        Ok(bytes) => serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|e| FileError::Parse {
+                path: path.to_path_buf(),
+                message: e.to_string(),
+            }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(FileError::io(path, e)),
+    }
+}
+
 impl FileError {
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         Self::Io {

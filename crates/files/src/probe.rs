@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::status::RunStatus;
-use crate::{FileError, Result, write_json};
+use crate::{Result, read_json, write_json};
 
 pub const PROBE_DIR: &str = "probe";
 pub const PROBE: &str = "probe.json";
@@ -62,17 +62,7 @@ impl Probe {
 
     /// The probe of `backbone` in `results`, `None` if it has not finished.
     pub fn read(results: &Path, backbone: &str) -> Result<Option<Self>> {
-        let path = Self::dir(results, backbone).join(PROBE);
-        match std::fs::read(&path) {
-            Ok(bytes) => serde_json::from_slice(&bytes)
-                .map(Some)
-                .map_err(|e| FileError::Parse {
-                    path: path.clone(),
-                    message: e.to_string(),
-                }),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(FileError::io(&path, e)),
-        }
+        read_json(&Self::dir(results, backbone).join(PROBE))
     }
 
     pub fn write(&self, results: &Path) -> Result<()> {

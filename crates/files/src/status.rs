@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::{FileError, Result, write_json};
+use crate::{Result, read_json, write_json};
 
 pub const STATUS: &str = "status.json";
 
@@ -55,17 +55,7 @@ pub struct BestStep {
 impl StatusFile {
     /// The status in run directory `output`, `None` if the run has not started.
     pub fn read(output: &Path) -> Result<Option<Self>> {
-        let path = output.join(STATUS);
-        match std::fs::read(&path) {
-            Ok(bytes) => serde_json::from_slice(&bytes)
-                .map(Some)
-                .map_err(|e| FileError::Parse {
-                    path: path.clone(),
-                    message: e.to_string(),
-                }),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(FileError::io(&path, e)),
-        }
+        read_json(&output.join(STATUS))
     }
 
     pub fn write(&self, output: &Path) -> Result<()> {

@@ -5,8 +5,9 @@
 
 use std::path::Path;
 
-use lsr_backbone::{REFERENCE_ROW_NORM, miniature::write_miniature};
-use lsr_data::miniature::{SynthSpec, vocabulary, write_synthetic};
+mod common;
+
+use lsr_backbone::REFERENCE_ROW_NORM;
 use lsr_files::{Probe, RunStatus};
 use lsr_matrix::probe::{ProbeState, choose, run_probes};
 use lsr_matrix::{CellState, Matrix, RunOptions, run_cells};
@@ -25,27 +26,9 @@ fn matrix_text(root: &Path, probe: &str, validation: bool) -> String {
     } else {
         String::new()
     };
+    let head = common::head(root, "tiny", "[1, 4]", r#"["ndcg@10"]"#);
     format!(
-        r#"name = "tiny"
-results = "{root}/results"
-checkpoints = "{root}/checkpoints"
-device = "flex"
-k = [1, 4]
-
-[eval]
-data_root = "{root}/synth"
-datasets = ["beir/synth-a"]
-measures = ["ndcg@10"]
-batch_size = 16
-query_max_length = 16
-document_max_length = 32
-top_k = 10
-tradeoff = "beir/synth-a"
-
-[data]
-format = "triples"
-triples = "{root}/synth/train/triples.tsv"
-
+        r#"{head}
 {validation}
 {probe}
 
@@ -80,17 +63,7 @@ fn load(root: &Path, probe: &str, validation: bool) -> lsr_matrix::Result<Matrix
 fn the_probe_chooses_a_k_per_backbone_and_run_trains_only_it() {
     let root = tempfile::tempdir().unwrap();
     let root = root.path();
-    let spec = SynthSpec {
-        entities: 12,
-        train_triples: 40,
-        test_sets: vec![("synth-a".into(), 8), ("synth-val".into(), 8)],
-        ..SynthSpec::default()
-    };
-    write_synthetic(&spec, &root.join("synth")).unwrap();
-    for (family, norm) in NORMS {
-        let out = root.join("models").join(family);
-        write_miniature(family, &vocabulary(&spec), norm, 3, &out).unwrap();
-    }
+    common::task(root, &NORMS);
 
     // A fraction outside (0, 1] is refused at its line; a probe needs a validation set.
     let error = load(root, "[probe]\nfraction = 0", true).unwrap_err();

@@ -3,35 +3,18 @@
 //! non-finite weights that cannot be) and the rest goes on, finished cells are never rerun
 //! unless forced, the Slurm array holds what is missing, and the report reads it all.
 
+mod common;
+
 use std::path::Path;
 
-use lsr_data::miniature::{SynthSpec, vocabulary, write_synthetic};
 use lsr_matrix::slurm::{SlurmOptions, job_array};
 use lsr_matrix::{CellState, Matrix, RunOptions, run_cells};
 
 fn matrix_file(root: &Path) -> std::path::PathBuf {
+    let head = common::head(root, "tiny", "[1, 4]", r#"["mrr@10", "ndcg@10"]"#);
     let text = format!(
-        r#"name = "tiny"
-note = "What this matrix can show."
-results = "{root}/results"
-checkpoints = "{root}/checkpoints"
-device = "flex"
-k = [1, 4]
-
-[eval]
-data_root = "{root}/synth"
-datasets = ["beir/synth-a"]
-measures = ["mrr@10", "ndcg@10"]
-batch_size = 16
-query_max_length = 16
-document_max_length = 32
-top_k = 10
-tradeoff = "beir/synth-a"
-
-[data]
-format = "triples"
-triples = "{root}/synth/train/triples.tsv"
-
+        r#"note = "What this matrix can show."
+{head}
 [validation]
 dataset = "beir/synth-val"
 data_root = "{root}/synth"
@@ -92,24 +75,7 @@ collapse_patience = 1
 #[test]
 fn runs_records_skips_and_reports() {
     let root = tempfile::tempdir().unwrap();
-    let spec = SynthSpec {
-        entities: 12,
-        train_triples: 40,
-        test_sets: vec![("synth-a".into(), 8), ("synth-val".into(), 8)],
-        ..SynthSpec::default()
-    };
-    write_synthetic(&spec, &root.path().join("synth")).unwrap();
-    let words = vocabulary(&spec);
-    for (family, norm) in [("bert", 0.9), ("modernbert", 2.553)] {
-        lsr_backbone::miniature::write_miniature(
-            family,
-            &words,
-            norm,
-            3,
-            &root.path().join("models").join(family),
-        )
-        .unwrap();
-    }
+    common::task(root.path(), &[("bert", 0.9), ("modernbert", 2.553)]);
     let matrix = Matrix::load(&matrix_file(root.path())).unwrap();
     let ids: Vec<&str> = matrix.cells.iter().map(|c| c.id.as_str()).collect();
     assert_eq!(

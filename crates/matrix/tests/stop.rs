@@ -1,42 +1,18 @@
 //! A stop request during `run_cells` (its own test binary: the request is process-wide): the
 //! cell in training ends interrupted at a checkpoint, and no further cell starts.
 
-use lsr_data::miniature::{SynthSpec, vocabulary, write_synthetic};
+mod common;
+
 use lsr_matrix::{CellState, Matrix, RunOptions, run_cells};
 
 #[test]
 fn a_stop_request_interrupts_the_cell_in_training_and_starts_no_other() {
     let root = tempfile::tempdir().unwrap();
-    let spec = SynthSpec {
-        entities: 12,
-        train_triples: 40,
-        test_sets: vec![("synth-a".into(), 8)],
-        ..SynthSpec::default()
-    };
-    write_synthetic(&spec, &root.path().join("synth")).unwrap();
+    common::task(root.path(), &[("bert", 0.9)]);
     let model = root.path().join("models/bert");
-    lsr_backbone::miniature::write_miniature("bert", &vocabulary(&spec), 0.9, 3, &model).unwrap();
+    let head = common::head(root.path(), "stop", "[1, 4]", r#"["ndcg@10"]"#);
     let text = format!(
-        r#"name = "stop"
-results = "{root}/results"
-checkpoints = "{root}/checkpoints"
-device = "flex"
-k = [1, 4]
-
-[eval]
-data_root = "{root}/synth"
-datasets = ["beir/synth-a"]
-measures = ["ndcg@10"]
-batch_size = 16
-query_max_length = 16
-document_max_length = 32
-top_k = 10
-tradeoff = "beir/synth-a"
-
-[data]
-format = "triples"
-triples = "{root}/synth/train/triples.tsv"
-
+        r#"{head}
 [recipe]
 steps = 100000
 batch_size = 4
@@ -48,7 +24,6 @@ document_max_length = 32
 name = "bert"
 checkpoint = "{model}"
 "#,
-        root = root.path().display(),
         model = model.display()
     );
     let file = root.path().join("stop.toml");

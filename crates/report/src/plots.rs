@@ -434,32 +434,53 @@ fn draw_tradeoff<DB: DrawingBackend>(
                 .map(|(shape, k)| (format!("k = {k}"), Legend::K(shape))),
         )
         .chain(std::iter::once(("best k".to_string(), Legend::Best)));
+    draw_legend(&legend, entries)
+}
+
+/// An entry of a legend drawn beside a plot: its marker.
+enum Legend {
+    /// A backbone's colour.
+    Backbone(RGBColor),
+    /// The `shape`-th k's marker.
+    K(usize),
+    /// The ring around a best point.
+    Best,
+    /// A grey dot, a grey square, a thick line, a thin grey line.
+    Dot,
+    Square,
+    Line,
+    Thin,
+}
+
+/// One row per entry, marker then text, from the top of `area`.
+fn draw_legend<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    entries: impl Iterator<Item = (String, Legend)>,
+) -> Result<(), String> {
+    let grey = RGBColor(90, 90, 90);
     for (row, (text, entry)) in entries.enumerate() {
         let (x, y) = (14, 60 + 24 * row as i32);
-        let grey = RGBColor(90, 90, 90);
+        let line = |style: ShapeStyle| PathElement::new(vec![(x - 9, y), (x + 9, y)], style);
         let drawn = match entry {
-            Legend::Backbone(c) => legend.draw(&Circle::new((x, y), 6, c.filled())),
-            Legend::K(shape) => legend
-                .draw(&(EmptyElement::at((x, y)) + Polygon::new(marker(shape), grey.filled()))),
-            Legend::Best => legend.draw(&Circle::new((x, y), 10, BLACK.stroke_width(2))),
+            Legend::Backbone(c) => area.draw(&Circle::new((x, y), 6, c.filled())),
+            Legend::K(shape) => {
+                area.draw(&(EmptyElement::at((x, y)) + Polygon::new(marker(shape), grey.filled())))
+            }
+            Legend::Best => area.draw(&Circle::new((x, y), 10, BLACK.stroke_width(2))),
+            Legend::Dot => area.draw(&Circle::new((x, y), 6, grey.filled())),
+            Legend::Square => area.draw(&Rectangle::new(
+                [(x - 5, y - 5), (x + 5, y + 5)],
+                grey.stroke_width(2),
+            )),
+            Legend::Line => area.draw(&line(BLACK.stroke_width(2))),
+            Legend::Thin => area.draw(&line(RGBColor(130, 130, 130).stroke_width(1))),
         };
         drawn.map_err(|e| e.to_string())?;
-        legend
-            .draw_text(
-                &text,
-                &(FAMILY, 14).into_font().color(&BLACK),
-                (x + 18, y - 8),
-            )
+        let font = (FAMILY, 14).into_font().color(&BLACK);
+        area.draw_text(&text, &font, (x + 18, y - 8))
             .map_err(|e| e.to_string())?;
     }
     Ok(())
-}
-
-/// An entry of the trade-off figure's legend.
-enum Legend {
-    Backbone(RGBColor),
-    K(usize),
-    Best,
 }
 
 /// `k-choice.png` / `k-choice.svg`.
@@ -562,42 +583,14 @@ fn draw_k_choice<DB: DrawingBackend>(
     let entries = backbones
         .iter()
         .enumerate()
-        .map(|(i, b)| (b.to_string(), KLegend::Backbone(colour(i))))
+        .map(|(i, b)| (b.to_string(), Legend::Backbone(colour(i))))
         .chain([
-            ("grid's best k".to_string(), KLegend::Best),
-            ("probe's k".to_string(), KLegend::Probe),
-            ("head-norm rule".to_string(), KLegend::Rule),
-            (format!("norm / {reference:.3}"), KLegend::Exact),
+            ("grid's best k".to_string(), Legend::Dot),
+            ("probe's k".to_string(), Legend::Square),
+            ("head-norm rule".to_string(), Legend::Line),
+            (format!("norm / {reference:.3}"), Legend::Thin),
         ]);
-    for (row, (text, entry)) in entries.enumerate() {
-        let (x, y) = (14, 60 + 24 * row as i32);
-        let grey_marker = RGBColor(90, 90, 90);
-        let drawn = match entry {
-            KLegend::Backbone(c) => legend.draw(&Circle::new((x, y), 6, c.filled())),
-            KLegend::Best => legend.draw(&Circle::new((x, y), 6, grey_marker.filled())),
-            KLegend::Probe => legend.draw(&Rectangle::new(
-                [(x - 5, y - 5), (x + 5, y + 5)],
-                grey_marker.stroke_width(2),
-            )),
-            KLegend::Rule => legend.draw(&PathElement::new(
-                vec![(x - 9, y), (x + 9, y)],
-                BLACK.stroke_width(2),
-            )),
-            KLegend::Exact => legend.draw(&PathElement::new(
-                vec![(x - 9, y), (x + 9, y)],
-                grey.stroke_width(1),
-            )),
-        };
-        drawn.map_err(|e| e.to_string())?;
-        legend
-            .draw_text(
-                &text,
-                &(FAMILY, 14).into_font().color(&BLACK),
-                (x + 18, y - 8),
-            )
-            .map_err(|e| e.to_string())?;
-    }
-    Ok(())
+    draw_legend(&legend, entries)
 }
 
 /// The label of a log2 tick: 2^y where y is a whole number, none between.
@@ -611,15 +604,6 @@ fn power_of_two(y: f64) -> String {
     } else {
         format!("{value}")
     }
-}
-
-/// An entry of the k-choice figure's legend.
-enum KLegend {
-    Backbone(RGBColor),
-    Best,
-    Probe,
-    Rule,
-    Exact,
 }
 
 /// The outline of the `shape`-th k's marker, in pixels around the point: circle, triangle,

@@ -10,6 +10,17 @@ pub fn fixture(path: &str) -> String {
     dir.join(path).to_str().unwrap().to_string()
 }
 
+/// Runs `command`, which must succeed (its stderr otherwise), and returns its stdout.
+pub fn stdout_of(command: &mut Command) -> Vec<u8> {
+    let out = command.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
 pub fn lsr() -> Command {
     let mut command = Command::cargo_bin("lsr").unwrap();
     // The binary must pin burn's implicit default device itself (the test recipe sets it for
