@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Choosing k on the miniature, measured against the full grid: for each seed, the miniature
-# models and the data order drawn again, every backbone probed (`lsr matrix probe`, a tenth of
-# the recipe's steps per k), the whole grid k ∈ {1, 2, 4, 8, 16} × seven families run, then the
-# agreement of the head-norm rule and of the probe with each grid's best k, pooled over the
-# seeds (`lsr report --only k-choice`). Resumable: run it again after a stop.
+# models and the data order drawn again, every backbone probed (`lsr matrix probe`: the first
+# 50 of the recipe's 300 steps of every cell, the miniature's first validation step; PROBE sets
+# another fraction), the whole grid k ∈ {1, 2, 4, 8, 16} × seven families run (the probed cells
+# go on from where the probe stopped), then the agreement of the head-norm rule and of the probe
+# with each grid's best k, pooled over the seeds (`lsr report --only k-choice`). Resumable: run
+# it again after a stop.
 # Usage: scripts/mini/k-choice.sh [SEED...]   (default 1 2 3; after `just reproduce mini` built
 # data/synth). Seed s draws the miniatures with seed 16 + s and the data order with 122 + s,
 # so seed 1 is the miniature of `just reproduce mini`.
@@ -21,7 +23,7 @@ for s in "${seeds[@]}"; do
     sed "s/^seed = .*/seed = $((16 + s))/" experiments/mini-models.toml > "$dir/models-$s.toml"
     "$lsr" data miniatures --spec "$dir/models-$s.toml" --vocab data/synth/vocab.txt --out "$models"
     scripts/mini/variant.sh "$results" --seed $((122 + s)) --k "1, 2, 4, 8, 16" \
-        --models "$models" --probe 0.1 > "$dir/seed-$s.toml"
+        --models "$models" --probe "${PROBE:-0.1667}" > "$dir/seed-$s.toml"
     "$lsr" matrix probe "$dir/seed-$s.toml"
     "$lsr" matrix run "$dir/seed-$s.toml"
     "$lsr" report "$results" >/dev/null

@@ -1,9 +1,10 @@
-//! The probe: before the full runs, short runs of every k of each backbone's grid (every step
-//! count of the recipe scaled by one fraction, so a short run still goes through its warm-ups
-//! and decay), scored on the matrix's `[validation]` set and never on a test set. The k of the
-//! best validation nDCG@10 wins, ties to the smaller k; it is written, beside the head-norm
-//! rule's k, to `<results>/probe/<backbone>/probe.json` (`lsr_files::Probe`), from which
-//! `lsr matrix run --k-from probe` runs only the chosen cells.
+//! The probe: before the full runs, the beginning of every cell of each backbone's grid — its
+//! own recipe, stopped after a fraction of its steps with a checkpoint and a validation pass
+//! there — scored on the matrix's `[validation]` set, never on a test set. The k of the best
+//! validation nDCG@10 at that step wins, ties to the smaller k; it is written, beside the
+//! head-norm rule's k, to `<results>/probe/<backbone>/probe.json` (`lsr_files::Probe`), from
+//! which `lsr matrix run --k-from probe` runs only the chosen cells, each resuming from the
+//! probe's checkpoint. The cells not chosen stay interrupted: a full run resumes them too.
 
 use burn::prelude::Device;
 use lsr_backbone::{Backbone, HeadStats, REFERENCE, REFERENCE_ROW_NORM, suggest_k};
@@ -23,7 +24,7 @@ pub enum ProbeState {
     Done(Probe),
     /// Another process holds it.
     Busy,
-    /// A stop request ended one of its runs (resumable).
+    /// A stop request ended one of its runs before its probe step (resumable).
     Interrupted,
 }
 
@@ -82,23 +83,38 @@ fn probe_backbone(matrix: &Matrix, backbone: &str) -> Result<ProbeState> {
         .collect();
     let mut runs = Vec::new();
     for cell in &cells {
-        let short = short_run(matrix, cell)?;
-        eprintln!(
-            "== probe {} ({} steps)",
-            short.id, short.config.recipe.steps
-        );
-        if let Outcome::Interrupted { .. } = crate::validation::train(&short.config, true)? {
-            return Ok(ProbeState::Interrupted);
+        validation_set(matrix, cell)?;
+        // The cell's own lock, as `run_cells` takes it: the probe trains the cell itself.
+        let Ok(_cell_lock) = OutputLock::try_acquire(&locks, &format!("{}.lock", cell.id))? else {
+            return Ok(ProbeState::Busy);
+        };
+        let stop_at = probe_step(matrix, cell);
+        let log = cell.dir().join("train.csv");
+        let mut score = lsr_train::log::validation_at(&log, stop_at)?;
+        if score.is_none() && logged_past(&log, stop_at)? {
+            return Err(MatrixError::Validation(format!(
+                "{}: the cell has trained past step {stop_at} without a validation pass there,                  which its probe scores; choose a fraction that stops at a validation step, or                  rerun the cell with --force",
+                cell.dir().display()
+            )));
         }
-        let status = StatusFile::read(short.dir())?.ok_or_else(|| {
-            MatrixError::Validation(format!("{}: no status.json", short.dir().display()))
+        if score.is_none() {
+            eprintln!("== probe {} (its first {stop_at} steps)", cell.id);
+            let outcome = crate::validation::train_until(&cell.config, true, stop_at)?;
+            if let Outcome::Interrupted { step } = outcome
+                && step < stop_at
+            {
+                return Ok(ProbeState::Interrupted);
+            }
+            score = lsr_train::log::validation_at(&log, stop_at)?;
+        }
+        let status = StatusFile::read(cell.dir())?.ok_or_else(|| {
+            MatrixError::Validation(format!("{}: no status.json", cell.dir().display()))
         })?;
-        let score = status.best_validation.map(|b| b.ndcg_at_10);
         runs.push(ProbeRun {
             k: cell.k,
-            steps: short.config.recipe.steps,
+            steps: stop_at,
             status: status.status,
-            ndcg_at_10: score.filter(|s| s.is_finite()),
+            ndcg_at_10: score,
         });
     }
     let checkpoint = &cells[0].config.model.checkpoint;
@@ -118,6 +134,21 @@ fn probe_backbone(matrix: &Matrix, backbone: &str) -> Result<ProbeState> {
     Ok(ProbeState::Done(probe))
 }
 
+/// Whether `train.csv` (if any) has a row after `step`.
+fn logged_past(log: &std::path::Path, step: usize) -> Result<bool> {
+    if !log.exists() {
+        return Ok(false);
+    }
+    let (_, rows) = lsr_train::log::read_log(log)?;
+    Ok(rows.last().is_some_and(|row| row[0] > step as f64))
+}
+
+/// The step a cell's probe stops after: the matrix's fraction of its steps, at least one.
+pub fn probe_step(matrix: &Matrix, cell: &Cell) -> usize {
+    let steps = cell.config.recipe.steps;
+    ((steps as f64 * matrix.probe_fraction).round() as usize).clamp(1, steps)
+}
+
 fn validation_set(matrix: &Matrix, cell: &Cell) -> Result<String> {
     match &cell.config.validation {
         Some(v) => Ok(v.dataset.clone()),
@@ -128,29 +159,6 @@ fn validation_set(matrix: &Matrix, cell: &Cell) -> Result<String> {
                 .into(),
         }),
     }
-}
-
-/// The probe's run of `cell`: its recipe with every step count scaled by the matrix's probe
-/// fraction (at least one step), in `<results>/probe/<backbone>/<cell>/`.
-pub fn short_run(matrix: &Matrix, cell: &Cell) -> Result<Cell> {
-    validation_set(matrix, cell)?;
-    let fraction = matrix.probe_fraction;
-    let scaled = |n: usize| (n as f64 * fraction).round() as usize;
-    let mut config = cell.config.clone();
-    let r = &mut config.recipe;
-    r.steps = scaled(r.steps).max(1);
-    r.warmup_steps = scaled(r.warmup_steps).min(r.steps);
-    r.lambda_warmup_steps = scaled(r.lambda_warmup_steps).min(r.steps);
-    r.collapse_patience = scaled(r.collapse_patience).max(1);
-    r.dense_patience = scaled(r.dense_patience).max(1);
-    r.checkpoint_every = r.checkpoint_every.min(r.steps);
-    config.output = Probe::dir(&matrix.results, &cell.backbone).join(&cell.id);
-    config.checkpoints = Some(matrix.checkpoints.join("probe").join(&cell.id));
-    let name = format!("{} (probe of cell {})", matrix.path.display(), cell.id);
-    Ok(Cell {
-        config: config.validated(&name)?,
-        ..cell.clone()
-    })
 }
 
 /// The k of the best score, ties to the smaller k; runs without a score lose to any with one,

@@ -17,10 +17,17 @@ const TOP_K: usize = 100;
 
 /// Trains `config`, validating as its `[validation]` says (if it has one).
 pub fn train(config: &TrainConfig, resume: bool) -> Result<Outcome> {
-    Ok(match DatasetValidator::open(config)? {
-        Some(mut validator) => lsr_train::train_validated(config, resume, Some(&mut validator))?,
-        None => lsr_train::train(config, resume)?,
-    })
+    train_until(config, resume, config.recipe.steps)
+}
+
+/// As [`train`], ending the run after step `stop_at` with a checkpoint and a validation pass
+/// there (`lsr_train::train_validated_until`).
+pub fn train_until(config: &TrainConfig, resume: bool, stop_at: usize) -> Result<Outcome> {
+    let mut validator = DatasetValidator::open(config)?;
+    let validator = validator.as_mut().map(|v| v as &mut dyn Validator);
+    Ok(lsr_train::train_validated_until(
+        config, resume, validator, stop_at,
+    )?)
 }
 
 pub struct DatasetValidator {

@@ -1,7 +1,7 @@
-//! The probe on two miniature backbones: short runs of every k scored on the validation set,
-//! the chosen k and the head-norm rule's written per backbone, nothing rerun on a second call,
-//! `--k-from probe` training only the chosen cells, and the report setting both choices
-//! against the whole grid.
+//! The probe on two miniature backbones: the first steps of every cell scored on the
+//! validation set, the chosen k and the head-norm rule's written per backbone, nothing rerun
+//! on a second call, `--k-from probe` continuing only the chosen cells, and the report setting
+//! both choices against the whole grid.
 
 use std::path::Path;
 
@@ -13,6 +13,7 @@ use lsr_matrix::probe::{ProbeState, choose, run_probes};
 use lsr_matrix::{CellState, Matrix, RunOptions, run_cells};
 use lsr_report::kchoice::rows;
 use lsr_report::{MatrixResults, Part};
+use lsr_train::log::{read_log, validation_at};
 
 const NORMS: [(&str, f64); 2] = [("bert", 0.9), ("modernbert", 2.553)];
 
@@ -60,7 +61,7 @@ fn load(root: &Path, probe: &str, validation: bool) -> lsr_matrix::Result<Matrix
 }
 
 #[test]
-fn the_probe_chooses_a_k_per_backbone_and_run_trains_only_it() {
+fn the_probe_chooses_a_k_per_backbone_and_run_continues_only_it() {
     let root = tempfile::tempdir().unwrap();
     let root = root.path();
     common::task(root, &NORMS);
@@ -77,7 +78,8 @@ fn the_probe_chooses_a_k_per_backbone_and_run_trains_only_it() {
     let error = run_probes(&unvalidated, None).unwrap_err().to_string();
     assert!(error.contains("[validation] set"), "{error}");
 
-    let matrix = load(root, "[probe]\nfraction = 0.5", true).unwrap();
+    // 3 of the recipe's 8 steps: not a step the recipe validates at (every 2).
+    let matrix = load(root, "[probe]\nfraction = 0.375", true).unwrap();
     let k_from_probe = RunOptions {
         k_from_probe: true,
         ..RunOptions::default()
@@ -97,17 +99,23 @@ fn the_probe_chooses_a_k_per_backbone_and_run_trains_only_it() {
             panic!("{name}: {state:?}")
         };
         assert_eq!(Probe::read(&results, name).unwrap().as_ref(), Some(probe));
-        assert_eq!((probe.fraction, probe.full_steps), (0.5, 8));
+        assert_eq!((probe.fraction, probe.full_steps), (0.375, 8));
         assert_eq!(probe.dataset, "beir/synth-val");
         let ks: Vec<f64> = probe.runs.iter().map(|r| r.k).collect();
         assert_eq!(ks, [1.0, 4.0]);
-        for run in &probe.runs {
-            // Half of every step count: 4 steps, each short run's last scored.
-            assert_eq!((run.steps, run.status), (4, RunStatus::Finished));
+        for (run, cell) in probe
+            .runs
+            .iter()
+            .zip(matrix.cells.iter().filter(|c| &c.backbone == name))
+        {
+            // Each cell's own first 3 steps, validated at the third, stopped at a checkpoint.
+            assert_eq!((run.steps, run.status), (3, RunStatus::Interrupted));
+            assert_eq!(cell.state().unwrap(), CellState::Interrupted);
+            let log = cell.dir().join("train.csv");
+            assert_eq!(validation_at(&log, 3).unwrap(), run.ndcg_at_10);
             assert!(run.ndcg_at_10.is_some_and(|s| (0.0..=1.0).contains(&s)));
-            let dir = Probe::dir(&results, name).join(format!("{name}-k{}", run.k));
-            let log = std::fs::read_to_string(dir.join("train.csv")).unwrap();
-            assert_eq!(log.lines().count(), 1 + 4, "{}", dir.display());
+            let rows = std::fs::read_to_string(&log).unwrap().lines().count();
+            assert_eq!(rows, 1 + 3, "{}", log.display());
         }
         assert_eq!(probe.chosen_k, choose(&probe.runs));
         let rule = &probe.norm_rule;
@@ -115,16 +123,10 @@ fn the_probe_chooses_a_k_per_backbone_and_run_trains_only_it() {
         assert!((rule.exact_k - norm / REFERENCE_ROW_NORM).abs() < 1e-2);
         // 0.9 / 0.16 = 5.6 and 2.553 / 0.16 = 16 are both nearer 4 than 1.
         assert_eq!((rule.grid.as_slice(), rule.k), ([1.0, 4.0].as_slice(), 4.0));
-        assert!(
-            matrix
-                .cells
-                .iter()
-                .all(|c| c.state().unwrap() == CellState::Missing)
-        );
     }
 
     // A finished probe is read back, not run again.
-    let log = Probe::dir(&results, "bert").join("bert-k1/train.csv");
+    let log = matrix.cells[0].dir().join("train.csv");
     let before = std::fs::metadata(&log).unwrap().modified().unwrap();
     let again = run_probes(&matrix, Some("bert")).unwrap();
     assert!(matches!(again.as_slice(), [(_, ProbeState::Done(_))]));
@@ -132,7 +134,7 @@ fn the_probe_chooses_a_k_per_backbone_and_run_trains_only_it() {
     // Nor read back under another fraction.
     let other = load(root, "[probe]\nfraction = 0.25", true).unwrap();
     let error = run_probes(&other, None).unwrap_err().to_string();
-    assert!(error.contains("made with fraction 0.5"), "{error}");
+    assert!(error.contains("made with fraction 0.375"), "{error}");
 
     let chosen: Vec<String> = states
         .iter()
@@ -141,10 +143,29 @@ fn the_probe_chooses_a_k_per_backbone_and_run_trains_only_it() {
             _ => unreachable!(),
         })
         .collect();
+    // The chosen cells go on from the probe's checkpoint; the others stay where they stopped.
     let ran = run_cells(&matrix, &k_from_probe).unwrap();
     let ids: Vec<&String> = ran.iter().map(|(id, _)| id).collect();
     assert_eq!(ids, chosen.iter().collect::<Vec<_>>());
     assert!(ran.iter().all(|(_, s)| *s == CellState::Done));
+    for cell in &matrix.cells {
+        let steps: Vec<f64> = read_log(&cell.dir().join("train.csv"))
+            .unwrap()
+            .1
+            .iter()
+            .map(|r| r[0])
+            .collect();
+        if chosen.contains(&cell.id) {
+            assert_eq!(
+                steps,
+                (1..=8).map(f64::from).collect::<Vec<_>>(),
+                "{}",
+                cell.id
+            );
+        } else {
+            assert_eq!(cell.state().unwrap(), CellState::Interrupted, "{}", cell.id);
+        }
+    }
 
     // With the whole grid run, the report sets both choices against it.
     run_cells(&matrix, &RunOptions::default()).unwrap();
@@ -162,7 +183,8 @@ fn the_probe_chooses_a_k_per_backbone_and_run_trains_only_it() {
             (row.probe_k, row.rule_k),
             (probe.chosen_k, probe.norm_rule.k)
         );
-        assert_eq!(row.probe_runs, 1.0, "two runs of half the steps");
+        // Two beginnings of 3 steps and the 5 steps left of the chosen cell, over 8.
+        assert_eq!(row.probe_runs, 11.0 / 8.0);
         let best = row.grid.iter().map(|g| g.1).fold(f64::MIN, f64::max);
         assert_eq!(row.score(row.best_k), best);
         assert!(row.regret(row.rule_k) >= 0.0 && row.regret(row.probe_k) >= 0.0);

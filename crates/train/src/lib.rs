@@ -26,6 +26,6 @@ pub mod validation;
 pub use config::{DataConfig, ModelSpec, Recipe, Regularizer, TrainConfig};
 pub use error::{Result, TrainError};
 pub use loss::{LossTerms, splade_loss};
-pub use run::{Outcome, train, train_validated};
+pub use run::{Outcome, train, train_validated, train_validated_until};
 pub use trainer::{StepMetrics, Trainer};
 pub use validation::{BestValidation, ValidationConfig, ValidationScores, Validator};

@@ -94,6 +94,21 @@ impl TrainLog {
     }
 }
 
+/// The validation nDCG@10 logged at `step` in `train.csv`, if a pass was taken then.
+pub fn validation_at(path: &Path, step: usize) -> Result<Option<f64>> {
+    if !path.exists() {
+        return Ok(None);
+    }
+    let (header, rows) = read_log(path)?;
+    let column = header.iter().position(|name| name == "val_ndcg@10");
+    Ok(column.and_then(|c| {
+        rows.iter()
+            .find(|row| row.first() == Some(&(step as f64)))
+            .map(|row| row[c])
+            .filter(|score| score.is_finite())
+    }))
+}
+
 /// Rows of a `train.csv` (for reports and tests): column names and values.
 pub fn read_log(path: &Path) -> Result<(Vec<String>, Vec<Vec<f64>>)> {
     let text = std::fs::read_to_string(path).map_err(|e| TrainError::io(path, e))?;

@@ -70,6 +70,18 @@ pub fn train_validated<'a>(
     resume: bool,
     validator: Option<&'a mut dyn Validator>,
 ) -> Result<Outcome> {
+    train_validated_until(config, resume, validator, config.recipe.steps)
+}
+
+/// As [`train_validated`], ending after step `stop_at` (if below the recipe's steps) as a stop
+/// request ends a run: validated and checkpointed at that step, `Outcome::Interrupted`, so that
+/// a resume continues it to the run it is the beginning of (the probe's short runs).
+pub fn train_validated_until<'a>(
+    config: &'a TrainConfig,
+    resume: bool,
+    validator: Option<&'a mut dyn Validator>,
+    stop_at: usize,
+) -> Result<Outcome> {
     let output = &config.output;
     let new_output = !output.exists();
     let _lock = OutputLock::acquire(output, TRAIN_LOCK)?;
@@ -86,7 +98,11 @@ pub fn train_validated<'a>(
             return Err(error);
         }
     };
+    run.stop_at = stop_at.min(config.recipe.steps);
     while run.trainer.step < config.recipe.steps {
+        if run.trainer.step >= run.stop_at {
+            return run.interrupt();
+        }
         if let Some(collapsed) = run.step()? {
             return Ok(collapsed);
         }
@@ -140,6 +156,8 @@ struct Run<'a> {
     progress: Progress,
     /// The step of the newest checkpoint on disk.
     checkpointed: usize,
+    /// The step after which this process ends the run (validated, checkpointed, interrupted).
+    stop_at: usize,
 }
 
 impl<'a> Run<'a> {
@@ -210,6 +228,7 @@ impl<'a> Run<'a> {
             trainer,
             progress: Progress::new(recipe.steps, state.step),
             checkpointed: state.step,
+            stop_at: recipe.steps,
             state,
             log,
             status,
@@ -229,7 +248,8 @@ impl<'a> Run<'a> {
         let collapse = collapse(&metrics, &mut self.state, recipe.collapse_patience);
         let last = metrics.step == recipe.steps;
         if collapse.is_none() {
-            self.validate(&mut metrics, last)?;
+            let stopping = metrics.step == self.stop_at;
+            self.validate(&mut metrics, last || stopping)?;
         }
         let validated = metrics.validation.is_some();
         if metrics.step.is_multiple_of(recipe.log_every) || collapse.is_some() || last || validated
