@@ -42,22 +42,63 @@ pub struct InvertedIndex {
     vocab: usize,
     block_bits: u32,
     blocks: usize,
-    /// Postings of term t in block b are `offsets[t · blocks + b]..offsets[t · blocks + b + 1]`.
-    offsets: Vec<usize>,
-    docs: Vec<u16>,
-    weights: Vec<f32>,
+    /// Each term's postings, as the builder laid them out.
+    terms: Vec<TermPostings>,
     /// The largest weight of term t in block b is `block_max[t · blocks + b]` (0 without
     /// postings): the bounds of `maxscore`.
     block_max: Vec<f32>,
 }
 
-/// Collects documents, then lays their postings out contiguously by term.
+/// Collects documents, then lays their postings out contiguously by term. While it collects,
+/// each term's postings are already in the index's form (block-local u16 documents, f32
+/// weights) and grow by a quarter at a time, so that building peaks near the final index's
+/// size rather than at twice it.
 pub struct IndexBuilder {
     vocab: usize,
     doc_ids: Vec<String>,
-    seen: HashMap<String, u32>,
-    postings: Vec<Vec<(u32, f32)>>,
+    /// A hash of each id → its document, to refuse a duplicate without a second copy of the
+    /// ids; ids whose hash another id already has go to `colliding`.
+    seen: HashMap<u64, u32>,
+    colliding: HashMap<String, u32>,
+    terms: Vec<TermPostings>,
     block_bits: u32,
+}
+
+/// One term's postings in document order: block-local documents, weights, and where each
+/// block starts.
+#[derive(Clone, Default)]
+struct TermPostings {
+    docs: Vec<u16>,
+    weights: Vec<f32>,
+    /// `starts[b]`: the first posting of block b (blocks after the last start where it ends).
+    starts: Vec<u32>,
+}
+
+impl TermPostings {
+    fn push(&mut self, block: usize, doc: u16, weight: f32) {
+        while self.starts.len() <= block {
+            self.starts.push(self.docs.len() as u32);
+        }
+        grow_by_a_quarter(&mut self.docs);
+        grow_by_a_quarter(&mut self.weights);
+        self.docs.push(doc);
+        self.weights.push(weight);
+    }
+
+    /// Block `block`'s postings.
+    fn block(&self, block: usize) -> (&[u16], &[f32]) {
+        let at = |b: usize| self.starts.get(b).map_or(self.docs.len(), |&s| s as usize);
+        let range = at(block)..at(block + 1);
+        (&self.docs[range.clone()], &self.weights[range])
+    }
+}
+
+/// Room for one more element, growing by a quarter rather than doubling: less slack left over
+/// in the many lists the builder holds at once.
+fn grow_by_a_quarter<T>(list: &mut Vec<T>) {
+    if list.len() == list.capacity() {
+        list.reserve_exact((list.capacity() / 4).max(4));
+    }
 }
 
 impl IndexBuilder {
@@ -66,7 +107,8 @@ impl IndexBuilder {
             vocab,
             doc_ids: Vec::new(),
             seen: HashMap::new(),
-            postings: vec![Vec::new(); vocab],
+            colliding: HashMap::new(),
+            terms: vec![TermPostings::default(); vocab],
             block_bits: 16,
         }
     }
@@ -90,36 +132,43 @@ impl IndexBuilder {
             }
         }
         let number = self.doc_ids.len() as u32;
-        if self.seen.insert(id.to_string(), number).is_some() {
-            return Err(IndexError::DuplicateDocument(id.to_string()));
-        }
+        self.remember(id, number)?;
+        let block = (number >> self.block_bits) as usize;
+        let local = (number & ((1u32 << self.block_bits) - 1)) as u16;
         for &(term, weight) in vector {
-            self.postings[term as usize].push((number, weight));
+            self.terms[term as usize].push(block, local, weight);
         }
         self.doc_ids.push(id.to_string());
         Ok(())
     }
 
+    /// Records `id` as document `number`, refusing an id already added.
+    fn remember(&mut self, id: &str, number: u32) -> Result<(), IndexError> {
+        use std::hash::BuildHasher;
+        let hash = self.seen.hasher().hash_one(id);
+        let duplicate = match self.seen.get(&hash) {
+            None => {
+                self.seen.insert(hash, number);
+                false
+            }
+            Some(&other) if self.doc_ids[other as usize] == id => true,
+            Some(_) => self.colliding.insert(id.to_string(), number).is_some(),
+        };
+        match duplicate {
+            true => Err(IndexError::DuplicateDocument(id.to_string())),
+            false => Ok(()),
+        }
+    }
+
     pub fn build(self) -> InvertedIndex {
         let n = self.doc_ids.len();
         let blocks = n.div_ceil(1 << self.block_bits);
-        let total: usize = self.postings.iter().map(Vec::len).sum();
-        let mut offsets = Vec::with_capacity(self.vocab * blocks + 1);
-        offsets.push(0);
-        let mut docs = Vec::with_capacity(total);
-        let mut weights = Vec::with_capacity(total);
-        let local = (1u32 << self.block_bits) - 1;
-        // Documents were added in order, so each list is sorted by document.
-        for list in self.postings {
-            let mut postings = list.into_iter().peekable();
-            for block in 0..blocks {
-                let end = ((block + 1) << self.block_bits) as u64;
-                while let Some((doc, weight)) = postings.next_if(|&(d, _)| (d as u64) < end) {
-                    docs.push((doc & local) as u16);
-                    weights.push(weight);
-                }
-                offsets.push(docs.len());
-            }
+        // The lists stay where they were built, trimmed one at a time: never a second copy.
+        let mut terms = self.terms;
+        for term in &mut terms {
+            term.docs.shrink_to_fit();
+            term.weights.shrink_to_fit();
+            term.starts.shrink_to_fit();
         }
         let mut by_id: Vec<u32> = (0..self.doc_ids.len() as u32).collect();
         by_id.sort_unstable_by(|&a, &b| {
@@ -138,9 +187,7 @@ impl IndexBuilder {
             vocab: self.vocab,
             block_bits: self.block_bits,
             blocks,
-            offsets,
-            docs,
-            weights,
+            terms,
             block_max: Vec::new(),
         };
         index.block_max = index.block_maxima();
@@ -269,14 +316,15 @@ impl InvertedIndex {
 
     /// Number of documents whose vector has term t (its posting-list length).
     pub fn document_frequency(&self, term: usize) -> usize {
-        self.offsets[(term + 1) * self.blocks] - self.offsets[term * self.blocks]
+        self.terms[term].docs.len()
     }
 
     /// Bytes held by the postings and the id tables (not counting string heap overhead).
     pub fn memory_bytes(&self) -> usize {
-        self.docs.len() * 2
-            + self.weights.len() * 4
-            + self.offsets.len() * 8
+        let postings: usize = (self.terms.iter())
+            .map(|t| t.docs.len() * 2 + t.weights.len() * 4 + t.starts.len() * 4)
+            .sum();
+        postings
             + self.block_max.len() * 4
             + self.id_rank.len() * 8
             + self.doc_ids.iter().map(|d| d.len() + 24).sum::<usize>()
@@ -330,8 +378,8 @@ impl InvertedIndex {
         let len = (1usize << self.block_bits).min(self.num_docs() - start);
         // Every document is summed in query-term order, whichever path scores it.
         for &(term, query_weight) in query {
-            let range = self.block_postings(term, block);
-            let postings = self.docs[range.clone()].iter().zip(&self.weights[range]);
+            let (docs, weights) = self.block_postings(term, block);
+            let postings = docs.iter().zip(weights);
             if dense {
                 for (&doc, &weight) in postings {
                     scratch.block[doc as usize] += query_weight * weight;
@@ -369,9 +417,8 @@ impl InvertedIndex {
         }
     }
 
-    fn block_postings(&self, term: usize, block: usize) -> std::ops::Range<usize> {
-        let i = term * self.blocks + block;
-        self.offsets[i]..self.offsets[i + 1]
+    fn block_postings(&self, term: usize, block: usize) -> (&[u16], &[f32]) {
+        self.terms[term].block(block)
     }
 
     /// Top `k` for one query, scoring every posting of its terms (the reference).
@@ -462,13 +509,13 @@ mod tests {
         let docs = collection(500, vocab, 6, 1);
         let queries = collection(40, vocab, 4, 2);
         let mut builder = IndexBuilder::new(vocab as usize);
+        // Blocks smaller than the collection, so that scoring crosses block borders.
+        builder.block_bits = 6;
         // Ids whose byte order differs from insertion order: "d10" < "d9".
         let ids: Vec<String> = (0..docs.len()).map(|i| format!("d{i}")).collect();
         for (id, doc) in ids.iter().zip(&docs) {
             builder.add(id, doc).unwrap();
         }
-        // Blocks smaller than the collection, so that scoring crosses block borders.
-        builder.block_bits = 6;
         let index = builder.build();
         for query in &queries {
             let mut all: Vec<(f32, &str)> = docs
@@ -592,6 +639,26 @@ mod tests {
         builder.add("b", &[(2, 1.0)]).unwrap();
         let index = builder.build();
         assert!(index.contains("a") && index.contains("b") && !index.contains("c"));
+    }
+
+    /// Two ids with one hash: the second is still told apart from the first, and refused when
+    /// added again.
+    #[test]
+    fn ids_whose_hashes_collide_are_still_exact() {
+        use std::hash::BuildHasher;
+        let mut builder = IndexBuilder::new(4);
+        builder.add("a", &[(1, 1.0)]).unwrap();
+        let hash_of_b = builder.seen.hasher().hash_one("b");
+        builder.seen.insert(hash_of_b, 0);
+        builder.add("b", &[(2, 1.0)]).unwrap();
+        assert!(matches!(
+            builder.add("b", &[(3, 1.0)]),
+            Err(IndexError::DuplicateDocument(d)) if d == "b"
+        ));
+        assert!(builder.add("a", &[(3, 1.0)]).is_err());
+        let index = builder.build();
+        assert_eq!(index.num_docs(), 2);
+        assert_eq!(index.search(&[(2, 1.0)], 1), [(1, 1.0)]);
     }
 
     #[test]

@@ -18,8 +18,8 @@ pub(super) struct Scratch {
     order: Vec<usize>,
     /// Documents that may still enter (block-local); their sums are in the accumulator.
     candidates: Vec<u16>,
-    /// Each term's cursor and end in its block postings while documents are scored.
-    cursors: Vec<(usize, usize)>,
+    /// Each term's position in its block postings while documents are scored.
+    cursors: Vec<usize>,
 }
 
 impl InvertedIndex {
@@ -28,8 +28,8 @@ impl InvertedIndex {
         let mut maxima = vec![0.0f32; self.vocab * self.blocks];
         for term in 0..self.vocab {
             for block in 0..self.blocks {
-                let range = self.block_postings(term, block);
-                let best = self.weights[range].iter().fold(0.0f32, |m, &w| m.max(w));
+                let (_, weights) = self.block_postings(term, block);
+                let best = weights.iter().fold(0.0f32, |m, &w| m.max(w));
                 maxima[term * self.blocks + block] = best;
             }
         }
@@ -84,7 +84,7 @@ impl InvertedIndex {
         // so that the bound left to the long lists soon cannot bring in a new document.
         s.order.clear();
         s.order.extend(0..query.len());
-        let length = |i: usize| self.block_postings(query[i].0, block).len();
+        let length = |i: usize| self.block_postings(query[i].0, block).0.len();
         s.order.sort_unstable_by_key(|&i| (length(i), i));
         let mut left: f64 = s.bounds.iter().sum();
         // Every posting into the accumulator for the lists shorter than a quarter of the block
@@ -98,9 +98,9 @@ impl InvertedIndex {
             && (bounds.reach(2.0 * left, floor) || length(s.order[taken]) < long)
         {
             let i = s.order[taken];
-            let range = self.block_postings(query[i].0, block);
+            let (docs, weights) = self.block_postings(query[i].0, block);
             let q = query[i].1;
-            for (&doc, &weight) in self.docs[range.clone()].iter().zip(&self.weights[range]) {
+            for (&doc, &weight) in docs.iter().zip(weights) {
                 exhaustive.block[doc as usize] += q * weight;
             }
             left = (left - s.bounds[i]).max(0.0);
@@ -118,27 +118,27 @@ impl InvertedIndex {
                 break;
             }
             left = (left - s.bounds[i]).max(0.0);
-            let range = self.block_postings(query[i].0, block);
+            let (docs, weights) = self.block_postings(query[i].0, block);
             let q = query[i].1;
             // From the shorter side: each candidate sought in the postings (galloping), or
             // each posting added (to a dropped document it adds to −∞).
-            let postings = range.len();
+            let postings = docs.len();
             // A lookup (a gallop: branches the CPU cannot predict) costs about as much as 64
             // sequential additions, measured on the retrieval benchmark.
             let per_candidate = 64 + 2 * (postings / s.candidates.len() + 1).ilog2() as usize;
             if s.candidates.len() * per_candidate < postings {
-                let mut at = range.start;
+                let mut at = 0;
                 for &doc in &s.candidates {
-                    at = seek(&self.docs[..range.end], at, doc);
-                    if at == range.end {
+                    at = seek(docs, at, doc);
+                    if at == docs.len() {
                         break;
                     }
-                    if self.docs[at] == doc {
-                        sums[doc as usize] += q * self.weights[at];
+                    if docs[at] == doc {
+                        sums[doc as usize] += q * weights[at];
                     }
                 }
             } else {
-                for (&doc, &weight) in self.docs[range.clone()].iter().zip(&self.weights[range]) {
+                for (&doc, &weight) in docs.iter().zip(weights) {
                     sums[doc as usize] += q * weight;
                 }
             }
@@ -190,19 +190,20 @@ impl InvertedIndex {
         top: &mut TopK,
         s: &mut Scratch,
     ) {
+        let lists: Vec<(&[u16], &[f32])> = query
+            .iter()
+            .map(|&(term, _)| self.block_postings(term, block))
+            .collect();
         s.cursors.clear();
-        s.cursors.extend(query.iter().map(|&(term, _)| {
-            let range = self.block_postings(term, block);
-            (range.start, range.end)
-        }));
+        s.cursors.resize(query.len(), 0);
         let start = block << self.block_bits;
         for &doc in &s.candidates {
             let mut score = 0.0f32;
-            for (cursor, &(_, q)) in s.cursors.iter_mut().zip(query) {
-                let at = seek(&self.docs[..cursor.1], cursor.0, doc);
-                cursor.0 = at;
-                if at < cursor.1 && self.docs[at] == doc {
-                    score += q * self.weights[at];
+            for ((cursor, &(docs, weights)), &(_, q)) in s.cursors.iter_mut().zip(&lists).zip(query)
+            {
+                *cursor = seek(docs, *cursor, doc);
+                if *cursor < docs.len() && docs[*cursor] == doc {
+                    score += q * weights[*cursor];
                 }
             }
             let global = start + doc as usize;
