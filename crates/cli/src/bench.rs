@@ -8,7 +8,7 @@ use anyhow::Result;
 use burn::prelude::*;
 use clap::{Args, Subcommand};
 use lsr_backbone::{MaskedLm, ModelConfig, Precision, TokenBatch, Weights, parse_device};
-use lsr_splade::encode_pooled;
+use lsr_splade::encode_pooled_tiles;
 use lsr_train::data::TrainBatch;
 use lsr_train::{Recipe, Trainer};
 use serde::Serialize;
@@ -143,6 +143,10 @@ pub struct EncodeBench {
     /// f32 or bf16-mixed.
     #[arg(long, default_value = "f32")]
     precision: Precision,
+    /// Vocabulary terms per tile of the MLM head (at least the vocabulary: the whole `[B, L, V]`
+    /// logits at once, as without tiles).
+    #[arg(long, default_value_t = lsr_splade::encoder::HEAD_TILE)]
+    head_tile: usize,
     #[arg(long)]
     json: bool,
 }
@@ -357,11 +361,12 @@ fn train_step(args: TrainStepBench) -> Result<()> {
 }
 
 fn encode(args: EncodeBench) -> Result<()> {
+    anyhow::ensure!(args.head_tile > 0, "--head-tile must be at least 1");
     let device = parse_device(args.device.as_deref())?;
     let model = bert_base(&device)?.with_precision(args.precision);
     let (ids, mask) = synthetic_tokens(args.batch, args.seq_len).to_tensors(&device);
     let step = || {
-        let vectors = encode_pooled(&model, ids.clone(), mask.clone());
+        let vectors = encode_pooled_tiles(&model, ids.clone(), mask.clone(), args.head_tile);
         // Reading the result back waits for the device to finish.
         vectors.into_data();
     };
