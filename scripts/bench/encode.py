@@ -3,12 +3,15 @@ max log(1 + relu)) of B x L token ids with a random BERT-base-shaped BertForMask
 (TF32 matmuls on or off, `--tf32`) or under bf16 autocast.
 
     python scripts/bench/encode.py [--device cpu|cuda] [--batch 32] [--seq-len 128]
-        [--precision f32|bf16] [--tf32 on|off] [--iterations 5]
+        [--precision f32|bf16] [--tf32 on|off] [--iterations 5] [--profile]
+
+`--profile` prints where one batch's time goes (torch.profiler, by operator) to stderr.
 """
 import argparse
 import contextlib
 import json
 import resource
+import sys
 import time
 
 import torch
@@ -24,6 +27,7 @@ def main():
     p.add_argument("--tf32", choices=["on", "off"], default="off")
     p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--iterations", type=int, default=5)
+    p.add_argument("--profile", action="store_true")
     args = p.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = args.tf32 == "on"
     torch.backends.cudnn.allow_tf32 = args.tf32 == "on"
@@ -42,6 +46,10 @@ def main():
 
     for _ in range(args.warmup):
         step()
+    if args.profile:
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+            step()
+        print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=15), file=sys.stderr)
     cuda = device_type == "cuda"
     if cuda:
         torch.cuda.reset_peak_memory_stats()
