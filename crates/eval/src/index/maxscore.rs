@@ -1,12 +1,11 @@
 //! Exact dynamic pruning, term at a time with MaxScore bounds (Moffat and Zobel's "continue"
-//! strategy). In each block, once a top k is full, the query's terms are added shortest
-//! posting list first. When the bounds (query weight × the term's largest weight in the block)
-//! of the terms left cannot lift a document from nothing to the k-th score, no new document
-//! can enter: the terms left (in SPLADE the light, frequent ones, with the longest lists) are
-//! only looked up for the documents found so far that can still reach it, largest bound
-//! first, and those that cannot are dropped after each term. The documents left are scored again in
-//! query-term order, as the exhaustive search sums, so the scores, the top k and its tie order
-//! are the exhaustive search's.
+//! strategy). In each block, once a top k is full, the query's terms are added in full,
+//! shortest posting list first, while the bounds (query weight × the term's largest weight in
+//! the block) of the terms left are large. Then the terms left (in SPLADE the light, frequent
+//! ones, with the longest lists) are only looked up for the documents found so far that can
+//! still reach the k-th score, largest bound first, and those that cannot are dropped after
+//! each term. The documents left are scored again in query-term order, as the exhaustive
+//! search sums, so the scores, the top k and its tie order are the exhaustive search's.
 
 use super::{InvertedIndex, SCAN_CHUNK, Scratch as Exhaustive, TopK};
 
@@ -14,7 +13,8 @@ use super::{InvertedIndex, SCAN_CHUNK, Scratch as Exhaustive, TopK};
 #[derive(Default)]
 pub(super) struct Scratch {
     bounds: Vec<f64>,
-    /// Query terms by decreasing bound.
+    /// Query terms in the order they are added: shortest list first, then the lists left by
+    /// decreasing bound.
     order: Vec<usize>,
     /// Documents that may still enter (block-local); their sums are in the accumulator.
     candidates: Vec<u16>,
