@@ -26,10 +26,10 @@ pub enum MatrixCommand {
     /// skipped, interrupted ones resume, failures are recorded and the next cell runs. SIGTERM
     /// or SIGUSR1 checkpoints the cell in training at its next step and exits with code 75.
     Run(RunArgs),
-    /// Short runs of every k of each backbone's grid (`[probe] fraction` of the recipe's steps,
-    /// default 0.05), scored on the `[validation]` set: the k of the best nDCG@10 (ties to the
-    /// smaller k) goes to `<results>/probe/<backbone>/probe.json`, beside the head-norm rule's.
-    /// Stops like `run`.
+    /// The beginning of every cell of each backbone's grid, stopped after `[probe] fraction`
+    /// of its steps (default 0.05) with a checkpoint, scored on the `[validation]` set there:
+    /// the k of the best nDCG@10 (ties to the smaller k) goes to
+    /// `<results>/probe/<backbone>/probe.json`, beside the head-norm rule's. Stops like `run`.
     Probe {
         file: PathBuf,
         /// Only this backbone.
@@ -49,7 +49,8 @@ pub struct RunArgs {
     /// Delete and rerun cells that are done or collapsed.
     #[arg(long)]
     force: bool,
-    /// `probe`: only each backbone's k chosen by `lsr matrix probe`.
+    /// `probe`: only each backbone's k chosen by `lsr matrix probe`, continued from where the
+    /// probe stopped it.
     #[arg(long, value_parser = ["probe"])]
     k_from: Option<String>,
 }

@@ -1,5 +1,5 @@
 //! `<results>/probe/<backbone>/probe.json`: the k chosen for one backbone before its full
-//! runs, by short training runs of every k of its grid (the probe) and by the head-norm rule,
+//! runs, by the beginnings of the cells of its grid (the probe) and by the head-norm rule,
 //! written by the matrix's probe and read by `lsr matrix run --k-from probe` and the report.
 
 use std::path::{Path, PathBuf};
@@ -16,7 +16,7 @@ pub const PROBE: &str = "probe.json";
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct Probe {
     pub backbone: String,
-    /// Each probe run's steps over the recipe's, every step count of the schedule scaled alike.
+    /// The share of its recipe's steps after which each cell was stopped and scored.
     pub fraction: f64,
     pub full_steps: usize,
     /// The set the runs are scored on (the matrix's `[validation]`), never a test set.
@@ -29,13 +29,16 @@ pub struct Probe {
     pub norm_rule: KSuggestion,
 }
 
-/// One short run.
+/// The beginning of one cell.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct ProbeRun {
     pub k: f64,
+    /// The step it was stopped and scored at.
     pub steps: usize,
+    /// The cell's run when the probe read it (`interrupted` where the probe stopped it).
     pub status: RunStatus,
-    /// Its best validation pass (the last step is always scored); `None` if none was finite.
+    /// The validation pass at `steps`; `None` if there was none (a collapse before) or it was
+    /// not finite.
     pub ndcg_at_10: Option<f64>,
 }
 

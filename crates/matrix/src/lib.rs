@@ -5,7 +5,8 @@
 //! skipping finished cells, resuming interrupted ones, recording collapsed and failed ones and
 //! going on; a cell's `[validation]` set is scored during training through this crate's
 //! validator. It also writes a Slurm job array that runs the missing cells in parallel, and
-//! probes each backbone's grid with short runs to choose one k before the full runs. What it
+//! probes each backbone's grid with the beginnings of its cells to choose one k before the
+//! full runs. What it
 //! writes is all the report needs: it never reads this crate.
 
 pub mod cell;

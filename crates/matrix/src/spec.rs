@@ -50,7 +50,7 @@ struct MatrixFile {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ProbeSpec {
-    /// Each short run's share of the recipe's steps, in (0, 1].
+    /// The share of each cell's steps after which the probe stops and scores it, in (0, 1].
     fraction: Spanned<f64>,
 }
 

@@ -75,7 +75,7 @@ pub fn train_validated<'a>(
 
 /// As [`train_validated`], ending after step `stop_at` (if below the recipe's steps) as a stop
 /// request ends a run: validated and checkpointed at that step, `Outcome::Interrupted`, so that
-/// a resume continues it to the run it is the beginning of (the probe's short runs).
+/// a resume continues it to the run it is the beginning of (the probe of `lsr-matrix`).
 pub fn train_validated_until<'a>(
     config: &'a TrainConfig,
     resume: bool,
