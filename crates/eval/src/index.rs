@@ -341,13 +341,18 @@ impl InvertedIndex {
         }
     }
 
-    /// The `k` best documents for `query` as (document number, score), best first.
-    fn search_with(&self, query: &Sparse, k: usize, scratch: &mut Scratch) -> Vec<(u32, f32)> {
-        let query: Vec<(usize, f32)> = query
+    /// The query's terms inside the vocabulary, as indices (others match no posting).
+    fn known_terms(&self, query: &Sparse) -> Vec<(usize, f32)> {
+        query
             .iter()
             .filter(|&&(t, _)| (t as usize) < self.vocab)
             .map(|&(t, w)| (t as usize, w))
-            .collect();
+            .collect()
+    }
+
+    /// The `k` best documents for `query` as (document number, score), best first.
+    fn search_with(&self, query: &Sparse, k: usize, scratch: &mut Scratch) -> Vec<(u32, f32)> {
+        let query = self.known_terms(query);
         let postings: usize = query.iter().map(|&(t, _)| self.document_frequency(t)).sum();
         // Queries of frequent terms touch most documents: then a branch-free accumulation and
         // one scan of all scores beats keeping a list of touched documents.

@@ -31,8 +31,7 @@ pub enum ProbeState {
 /// Probes each backbone of `matrix` (or only `backbone`) whose probe has not finished, in
 /// matrix order; stops after a run a stop request interrupted.
 pub fn run_probes(matrix: &Matrix, backbone: Option<&str>) -> Result<Vec<(String, ProbeState)>> {
-    let mut names: Vec<&str> = matrix.cells.iter().map(|c| c.backbone.as_str()).collect();
-    names.dedup();
+    let names = backbones(matrix);
     if let Some(only) = backbone
         && !names.contains(&only)
     {
@@ -93,7 +92,9 @@ fn probe_backbone(matrix: &Matrix, backbone: &str) -> Result<ProbeState> {
         let mut score = lsr_train::log::validation_at(&log, stop_at)?;
         if score.is_none() && logged_past(&log, stop_at)? {
             return Err(MatrixError::Validation(format!(
-                "{}: the cell has trained past step {stop_at} without a validation pass there,                  which its probe scores; choose a fraction that stops at a validation step, or                  rerun the cell with --force",
+                "{}: the cell has trained past step {stop_at} without a validation pass there, \
+                 which its probe scores; choose a fraction that stops at a validation step, or \
+                 rerun the cell with --force",
                 cell.dir().display()
             )));
         }
@@ -132,6 +133,13 @@ fn probe_backbone(matrix: &Matrix, backbone: &str) -> Result<ProbeState> {
     };
     probe.write(&matrix.results)?;
     Ok(ProbeState::Done(probe))
+}
+
+/// The matrix's backbones, in order (its cells are grouped by backbone).
+fn backbones(matrix: &Matrix) -> Vec<&str> {
+    let mut names: Vec<&str> = matrix.cells.iter().map(|c| c.backbone.as_str()).collect();
+    names.dedup();
+    names
 }
 
 /// Whether `train.csv` (if any) has a row after `step`.
@@ -199,8 +207,7 @@ pub fn chosen_cells(matrix: &Matrix) -> Result<Vec<&Cell>> {
 
 /// Every probe of `matrix` that has finished, by backbone.
 pub fn finished(matrix: &Matrix) -> Result<Vec<Probe>> {
-    let mut names: Vec<&str> = matrix.cells.iter().map(|c| c.backbone.as_str()).collect();
-    names.dedup();
+    let names = backbones(matrix);
     let mut probes = Vec::new();
     for name in names {
         probes.extend(Probe::read(&matrix.results, name)?);

@@ -45,11 +45,7 @@ impl InvertedIndex {
         exhaustive: &mut Exhaustive,
         scratch: &mut Scratch,
     ) -> Vec<(u32, f32)> {
-        let query: Vec<(usize, f32)> = query
-            .iter()
-            .filter(|&&(t, _)| (t as usize) < self.vocab)
-            .map(|&(t, w)| (t as usize, w))
-            .collect();
+        let query = self.known_terms(query);
         // An f32 sum of n terms is within n·ε of the exact sum: bounds get that slack, so no
         // document that could enter is dropped.
         let slack = 1.0 + 4.0 * (query.len() + 1) as f64 * f64::from(f32::EPSILON);
