@@ -39,17 +39,7 @@ pub fn suggest_k(
     grid: &[f64],
 ) -> KSuggestion {
     let exact_k = row_norm_mean / reference.0;
-    let distance = |k: f64| (exact_k.ln() - k.ln()).abs();
-    let k = grid
-        .iter()
-        .copied()
-        .fold(None, |best: Option<f64>, k| match best {
-            Some(b) if distance(b) < distance(k) || (distance(b) == distance(k) && b < k) => {
-                Some(b)
-            }
-            _ => Some(k),
-        })
-        .expect("a non-empty grid");
+    let k = lsr_files::probe::nearest_k(grid, exact_k);
     KSuggestion {
         checkpoint: checkpoint.to_string(),
         row_norm_mean,

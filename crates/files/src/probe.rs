@@ -57,6 +57,21 @@ pub struct KSuggestion {
     pub k: f64,
 }
 
+/// The head-norm rule's rounding: the k of `grid` nearest `exact` on a log scale, ties to the
+/// smaller k. `grid` must be non-empty.
+pub fn nearest_k(grid: &[f64], exact: f64) -> f64 {
+    let distance = |k: f64| (exact.ln() - k.ln()).abs();
+    grid.iter()
+        .copied()
+        .fold(None, |best: Option<f64>, k| match best {
+            Some(b) if distance(b) < distance(k) || (distance(b) == distance(k) && b < k) => {
+                Some(b)
+            }
+            _ => Some(k),
+        })
+        .expect("a non-empty grid")
+}
+
 impl Probe {
     /// `<results>/probe/<backbone>/`.
     pub fn dir(results: &Path, backbone: &str) -> PathBuf {

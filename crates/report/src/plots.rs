@@ -494,15 +494,6 @@ pub fn k_choice(rows: &[KChoiceRow], out: &Path) -> Result<Vec<PathBuf>> {
     )
 }
 
-/// The k of `grid` nearest `exact` on a log scale, ties to the smaller (the rule's rounding).
-fn nearest(grid: &[f64], exact: f64) -> f64 {
-    let distance = |k: f64| (exact.ln() - k.ln()).abs();
-    grid.iter().copied().fold(
-        grid[0],
-        |b, k| if distance(k) < distance(b) { k } else { b },
-    )
-}
-
 fn draw_k_choice<DB: DrawingBackend>(
     rows: &[KChoiceRow],
     root: DrawingArea<DB, Shift>,
@@ -546,9 +537,12 @@ fn draw_k_choice<DB: DrawingBackend>(
     chart
         .draw_series(DashedLineSeries::new(exact, 5, 4, grey.stroke_width(1)))
         .map_err(|e| e.to_string())?;
-    let rounded = xs
-        .iter()
-        .map(|&x| (x.log2(), nearest(&grid, x / reference).log2()));
+    let rounded = xs.iter().map(|&x| {
+        (
+            x.log2(),
+            lsr_files::probe::nearest_k(&grid, x / reference).log2(),
+        )
+    });
     chart
         .draw_series(LineSeries::new(rounded, BLACK.stroke_width(2)))
         .map_err(|e| e.to_string())?;
