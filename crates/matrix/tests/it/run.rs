@@ -3,7 +3,7 @@
 //! non-finite weights that cannot be) and the rest goes on, finished cells are never rerun
 //! unless forced, the Slurm array holds what is missing, and the report reads it all.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

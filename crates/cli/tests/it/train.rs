@@ -2,12 +2,10 @@
 //! (a checkpoint at the next step, exit code 75) and `--resume`, two processes on one output,
 //! a full disk, the collapse exit code, an exported checkpoint read back by `lsr encode`.
 
-mod common;
-
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{fixture, lsr, stdout_of};
+use crate::common::{fixture, lsr, stdout_of};
 use lsr_files::small_disk::SmallDisk;
 
 fn write_cell(dir: &Path, steps: usize, checkpoint_every: usize) -> std::path::PathBuf {

@@ -3,11 +3,9 @@
 //! MLMTransformer + SpladePooling with dot product, and its `encode_query`/`encode_document`
 //! equal `lsr encode` within 1e-4. The packaging files there are what lsr writes today.
 
-mod common;
-
 use std::collections::BTreeMap;
 
-use common::{fixture, lsr, stdout_of};
+use crate::common::{fixture, lsr, stdout_of};
 
 type Terms = BTreeMap<String, f64>;
 

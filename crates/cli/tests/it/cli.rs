@@ -1,8 +1,6 @@
 //! The `lsr` binary end to end on the fixture checkpoints.
 
-mod common;
-
-use common::{fixture, lsr, stdout_of};
+use crate::common::{fixture, lsr, stdout_of};
 
 fn json_lines(output: &[u8]) -> Vec<serde_json::Value> {
     String::from_utf8(output.to_vec())

@@ -2,12 +2,10 @@
 //! per-query values. `lsr eval` on tiny BEIR sets: what `metrics.json` records, and that it
 //! agrees with `lsr evaluate -c` on the run it wrote, and what a full disk leaves.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use common::{fixture, lsr, stdout_of};
+use crate::common::{fixture, lsr, stdout_of};
 
 #[test]
 fn means_match_pytrec_eval_at_trec_dl_relevance_level() {

@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-mod common;
+use crate::common;
 
 use lsr_backbone::REFERENCE_ROW_NORM;
 use lsr_files::{Probe, RunStatus};

@@ -1,0 +1,5 @@
+//! One test binary for the crate, each file a module: the workspace then links one test
+//! executable per crate, not one per file (each links the whole backend stack).
+
+mod parity;
+mod train;
