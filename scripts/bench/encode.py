@@ -11,11 +11,12 @@ import argparse
 import contextlib
 import json
 import resource
-import sys
 import time
 
 import torch
 from transformers import BertConfig, BertForMaskedLM
+
+from profiling import print_profile
 
 
 def main():
@@ -47,9 +48,7 @@ def main():
     for _ in range(args.warmup):
         step()
     if args.profile:
-        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
-            step()
-        print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=15), file=sys.stderr)
+        print_profile(step)
     cuda = device_type == "cuda"
     if cuda:
         torch.cuda.reset_peak_memory_stats()

@@ -8,7 +8,9 @@ Precision: f32 (with TF32 matmuls on or off, `--tf32`), or bf16 autocast around 
 pass and the loss (AMP as PyTorch users train SPLADE; f32 weights and AdamW state).
 
     python scripts/bench/train_step.py [--device cpu|cuda] [--queries 8] [--query-len 32]
-        [--document-len 128] [--precision f32|bf16] [--tf32 on|off] [--iterations 3]
+        [--document-len 128] [--precision f32|bf16] [--tf32 on|off] [--iterations 3] [--profile]
+
+`--profile` prints where one step's time goes (torch.profiler, by operator) to stderr.
 """
 import argparse
 import contextlib
@@ -18,6 +20,8 @@ import time
 
 import torch
 from transformers import BertConfig, BertForMaskedLM
+
+from profiling import print_profile
 
 
 def tokens(batch, length, device):
@@ -35,6 +39,7 @@ def main():
     p.add_argument("--tf32", choices=["on", "off"], default="off")
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--iterations", type=int, default=3)
+    p.add_argument("--profile", action="store_true")
     args = p.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = args.tf32 == "on"
     torch.backends.cudnn.allow_tf32 = args.tf32 == "on"
@@ -69,6 +74,8 @@ def main():
 
     for _ in range(args.warmup):
         step()
+    if args.profile:
+        print_profile(step)
     cuda = device_type == "cuda"
     if cuda:
         torch.cuda.reset_peak_memory_stats()

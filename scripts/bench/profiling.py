@@ -1,0 +1,10 @@
+"""The benchmarks' `--profile`: where one call's time goes, by operator (torch.profiler), on stderr."""
+import sys
+
+import torch
+
+
+def print_profile(step, rows=20):
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        step()
+    print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=rows), file=sys.stderr)
