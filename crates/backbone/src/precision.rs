@@ -60,12 +60,20 @@ impl std::fmt::Display for Precision {
 }
 
 /// `x · W + b` in `dtype`: `x` and the f32 parameters cast to it. The result stays in `dtype`.
+/// The leading dimensions fold into rows, so the product is one `[rows, d_in]` matrix times the
+/// weight: burn keeps `[batch, len, d_in]` as a batched product, which on flex runs one
+/// single-threaded GEMM per text, each packing the whole weight again.
 pub fn linear<const D: usize>(layer: &Linear, x: Tensor<D>, dtype: DType) -> Tensor<D> {
-    burn::tensor::module::linear(
-        x.cast(dtype),
+    let mut dims = x.dims();
+    let d_in = dims[D - 1];
+    let rows = dims[..D - 1].iter().product::<usize>();
+    let y = burn::tensor::module::linear(
+        x.cast(dtype).reshape([rows, d_in]),
         layer.weight.val().cast(dtype),
         layer.bias.as_ref().map(|b| b.val().cast(dtype)),
-    )
+    );
+    dims[D - 1] = y.dims()[1];
+    y.reshape(dims)
 }
 
 /// `x · Wᵀ` for a `[rows, dim]` matrix `w` held in PyTorch's layout, in `dtype`.
