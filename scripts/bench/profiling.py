@@ -4,7 +4,7 @@ import sys
 import torch
 
 
-def print_profile(step, rows=20):
+def print_profile(step):
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
         step()
-    print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=rows), file=sys.stderr)
+    print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=20), file=sys.stderr)
