@@ -4,13 +4,15 @@
 //! bias`.
 
 use burn::module::Param;
-use burn::nn::{LayerNorm, Linear};
+use burn::nn::Linear;
 use burn::prelude::*;
 use burn::tensor::DType;
 
 use crate::error::{BackboneError, Result};
 use crate::layers::Activation;
-use crate::precision::{layer_norm, linear, matmul_transposed};
+use crate::norm::LayerNorm;
+use crate::norm::add_rows;
+use crate::precision::{linear, matmul_transposed};
 use crate::weights::{Init, Weights};
 
 /// The HF names of one family's head tensors, from the checkpoint root.
@@ -124,10 +126,8 @@ impl MlmHead {
     /// The transform alone: `norm(act(dense(h)))`, `[B, L, dim]`, the dense layer and the
     /// activation in `dtype`, the norm in f32.
     pub fn transform(&self, hidden: Tensor<3>, dtype: DType) -> Tensor<3> {
-        layer_norm(
-            &self.norm,
-            self.activation.forward(linear(&self.dense, hidden, dtype)),
-        )
+        self.norm
+            .forward(self.activation.forward(linear(&self.dense, hidden, dtype)))
     }
 
     /// Logits `[B, L, vocab]` in `dtype`; `tied_embeddings` is the encoder's word-embedding
@@ -142,20 +142,27 @@ impl MlmHead {
         let vocab = decoder.dims()[0];
         let [batch, len, _] = hidden.dims();
         let flat = self.flat_transform(hidden, dtype);
-        self.logits(flat, decoder, 0..vocab, dtype)
+        let logits = matmul_transposed(flat, decoder, dtype);
+        self.add_bias(logits, 0..vocab, dtype)
             .reshape([batch, len, vocab])
     }
 
-    /// `reduce` of the logits, `[B, L, tile]` → `[B, tile]`, computed over vocabulary tiles of at
-    /// most `tile` terms and concatenated to `[B, vocab]`: the `[B, L, vocab]` logits never
-    /// exist at once (at 128 × 256 tokens they are 4 GB in f32, more than a WGPU buffer holds).
-    pub fn forward_reduced(
+    /// `max` of the logits over tokens, `[B, L, tile]` → `[B, tile]`, computed over vocabulary
+    /// tiles of at most `tile` terms and concatenated to `[B, vocab]`: the `[B, L, vocab]`
+    /// logits never exist at once (at 128 × 256 tokens they are 4 GB in f32, more than a WGPU
+    /// buffer holds), in training neither: a max keeps only its argmax for the backward pass,
+    /// so each tile's logits are freed once reduced, and the gradient flows back through the
+    /// argmax positions alone. `max` must be a maximum over tokens (masked or not): the
+    /// vocabulary bias, constant over tokens, is added after it, which is exact (`max(x + b) =
+    /// max(x) + b`, and rounding is monotone) and makes its gradient a sum over `B` rows
+    /// instead of `B · L`.
+    pub fn forward_max(
         &self,
         hidden: Tensor<3>,
         tied_embeddings: Tensor<2>,
         dtype: DType,
         tile: usize,
-        reduce: impl Fn(Tensor<3>) -> Tensor<2>,
+        max: impl Fn(Tensor<3>) -> Tensor<2>,
     ) -> Tensor<2> {
         let decoder = self.decoder_or(tied_embeddings);
         let vocab = decoder.dims()[0];
@@ -164,8 +171,10 @@ impl MlmHead {
         let tiles = (0..vocab).step_by(tile.max(1)).map(|start| {
             let terms = start..(start + tile).min(vocab);
             let width = terms.len();
-            let logits = self.logits(flat.clone(), decoder.clone(), terms, dtype);
-            reduce(logits.reshape([batch, len, width]))
+            let rows = decoder.clone().slice_dim(0, terms.clone());
+            let logits = matmul_transposed(flat.clone(), rows, dtype);
+            let maxima = max(logits.reshape([batch, len, width]));
+            self.add_bias(maxima, terms, dtype)
         });
         Tensor::cat(tiles.collect(), 1)
     }
@@ -178,19 +187,11 @@ impl MlmHead {
         transformed.reshape([batch * len, dim]).cast(dtype)
     }
 
-    /// `[B·L, |terms|]` logits of the vocabulary terms `terms`.
-    fn logits(
-        &self,
-        flat: Tensor<2>,
-        decoder: Tensor<2>,
-        terms: std::ops::Range<usize>,
-        dtype: DType,
-    ) -> Tensor<2> {
-        let rows = decoder.slice_dim(0, terms.clone());
-        let logits = matmul_transposed(flat, rows, dtype);
+    /// `rows + bias[terms]` for rows of `|terms|` logits (or their maxima), in `rows`' dtype.
+    fn add_bias(&self, rows: Tensor<2>, terms: std::ops::Range<usize>, dtype: DType) -> Tensor<2> {
         match &self.bias {
-            Some(bias) => logits + bias.val().slice_dim(0, terms).cast(dtype).unsqueeze::<2>(),
-            None => logits,
+            Some(bias) => add_rows(rows, bias.val().slice_dim(0, terms).cast(dtype)),
+            None => rows,
         }
     }
 

@@ -3,12 +3,13 @@
 //! and the post-LN transformer block of BERT, DistilBERT and ALBERT; dropout as transformers
 //! applies it in training.
 
-use burn::nn::{Embedding, LayerNorm, Linear};
+use burn::nn::{Embedding, Linear};
 use burn::prelude::*;
 use burn::tensor::{DType, Distribution, activation};
 
 use crate::error::{BackboneError, Result};
-use crate::precision::{linear, residual};
+use crate::norm::LayerNorm;
+use crate::precision::{linear, matmul, residual};
 use crate::weights::Weights;
 
 /// Added to the attention score of a key a query may not see. Large enough that `exp` gives 0,
@@ -97,14 +98,14 @@ pub fn attend(
 ) -> Tensor<4> {
     let dtype = q.dtype();
     let head_dim = q.dims()[3] as f64;
-    let scores = q
-        .matmul(k.swap_dims(2, 3))
+    let scores = matmul(q, k.swap_dims(2, 3))
         .cast(DType::F32)
         .div_scalar(head_dim.sqrt())
         + bias;
-    dropout
-        .forward(activation::softmax(scores, 3).cast(dtype))
-        .matmul(v)
+    matmul(
+        dropout.forward(activation::softmax(scores, 3).cast(dtype)),
+        v,
+    )
 }
 
 /// Additive `[B, 1, 1, L]` bias that hides padded keys (`mask` is 1 for tokens, 0 for pads).

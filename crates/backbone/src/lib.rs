@@ -16,6 +16,7 @@ pub mod hf_names;
 pub mod layers;
 pub mod miniature;
 pub mod model;
+pub mod norm;
 pub mod precision;
 pub mod reference;
 pub mod stats;

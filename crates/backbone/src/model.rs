@@ -118,19 +118,20 @@ impl MaskedLm {
         self.head.forward(hidden, self.tied_embeddings(), dtype)
     }
 
-    /// `reduce` of the MLM logits per vocabulary tile (`MlmHead::forward_reduced`): `[B, vocab]`
-    /// without the `[B, L, vocab]` logits ever held at once. For inference.
-    pub fn forward_reduced(
+    /// `max` over tokens of the MLM logits per vocabulary tile (`MlmHead::forward_max`):
+    /// `[B, vocab]` without the `[B, L, vocab]` logits ever held at once, in inference and in
+    /// training.
+    pub fn forward_max(
         &self,
         ids: Tensor<2, Int>,
         mask: Tensor<2, Int>,
         tile: usize,
-        reduce: impl Fn(Tensor<3>) -> Tensor<2>,
+        max: impl Fn(Tensor<3>) -> Tensor<2>,
     ) -> Tensor<2> {
         let dtype = self.precision.compute();
         let hidden = self.encoder.forward(ids, mask, dtype);
         self.head
-            .forward_reduced(hidden, self.tied_embeddings(), dtype, tile, reduce)
+            .forward_max(hidden, self.tied_embeddings(), dtype, tile, max)
     }
 
     /// The device the parameters live on.

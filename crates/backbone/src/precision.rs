@@ -5,9 +5,11 @@
 //! here (attention widens its own scores: `layers::attend`), which cast operands to the compute
 //! dtype; in f32 each cast is a no-op and the f32 path is the one the parity tests check.
 
-use burn::nn::{LayerNorm, Linear};
+use burn::nn::Linear;
 use burn::prelude::*;
 use burn::tensor::DType;
+
+use crate::norm::add_rows;
 
 /// A model's arithmetic: `f32`, or `bf16-mixed` (bf16 matrix products and activations with f32
 /// master weights, optimizer state, statistics, softmax and loss).
@@ -62,29 +64,33 @@ impl std::fmt::Display for Precision {
 /// `x · W + b` in `dtype`: `x` and the f32 parameters cast to it. The result stays in `dtype`.
 /// The leading dimensions fold into rows, so the product is one `[rows, d_in]` matrix times the
 /// weight: burn keeps `[batch, len, d_in]` as a batched product, which on flex runs one
-/// single-threaded GEMM per text, each packing the whole weight again.
+/// single-threaded GEMM per text, each packing the whole weight again. The bias is added with
+/// [`add_rows`], whose gradient reduces in two short passes.
 pub fn linear<const D: usize>(layer: &Linear, x: Tensor<D>, dtype: DType) -> Tensor<D> {
     let mut dims = x.dims();
     let d_in = dims[D - 1];
     let rows = dims[..D - 1].iter().product::<usize>();
-    let y = burn::tensor::module::linear(
+    let y = matmul(
         x.cast(dtype).reshape([rows, d_in]),
         layer.weight.val().cast(dtype),
-        layer.bias.as_ref().map(|b| b.val().cast(dtype)),
     );
+    let y = match &layer.bias {
+        Some(bias) => add_rows(y, bias.val()),
+        None => y,
+    };
     dims[D - 1] = y.dims()[1];
     y.reshape(dims)
 }
 
 /// `x · Wᵀ` for a `[rows, dim]` matrix `w` held in PyTorch's layout, in `dtype`.
 pub fn matmul_transposed(x: Tensor<2>, w: Tensor<2>, dtype: DType) -> Tensor<2> {
-    x.cast(dtype).matmul(w.cast(dtype).transpose())
+    matmul(x.cast(dtype), w.cast(dtype).transpose())
 }
 
-/// LayerNorm of `x` in f32 whatever `x`'s dtype (burn's own widens only some dtypes, and its
-/// parameters must match the input's).
-pub fn layer_norm<const D: usize>(norm: &LayerNorm, x: Tensor<D>) -> Tensor<D> {
-    norm.forward(x.cast(DType::F32))
+/// `a · b` over the last two dimensions: every product of the model (linear maps, attention,
+/// the MLM head) goes through here, the one place that chooses how a product is computed.
+pub fn matmul<const D: usize>(a: Tensor<D>, b: Tensor<D>) -> Tensor<D> {
+    a.matmul(b)
 }
 
 /// `residual + update` in f32: the residual stream keeps full precision between layers.

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use burn::module::{Param, ParamId};
-use burn::nn::{Embedding, EmbeddingConfig, LayerNorm, LayerNormConfig, Linear, LinearConfig};
+use burn::nn::{Embedding, EmbeddingConfig, Linear, LinearConfig};
 use burn::prelude::*;
 use memmap2::Mmap;
 use rand::SeedableRng;
@@ -17,6 +17,7 @@ use rand_distr::Distribution;
 use safetensors::{Dtype, SafeTensors};
 
 use crate::error::{BackboneError, Result};
+use crate::norm::LayerNorm;
 
 /// Named tensors of a checkpoint, read on demand and placed on a device as f32.
 ///
@@ -257,17 +258,18 @@ impl Weights {
                 modern
             }
         };
-        let mut norm = LayerNormConfig::new(dim)
-            .with_epsilon(eps)
-            .with_bias(bias)
-            .init(&self.device);
         let scale = pick("weight", "gamma");
-        norm.gamma = w.param(scale, w.tensor_init(scale, [dim], Init::Ones)?, false);
-        if bias {
+        let beta = if bias {
             let shift = pick("bias", "beta");
-            norm.beta = Some(w.param(shift, w.tensor_init(shift, [dim], Init::Zeros)?, false));
-        }
-        Ok(norm)
+            Some(w.param(shift, w.tensor_init(shift, [dim], Init::Zeros)?, false))
+        } else {
+            None
+        };
+        Ok(LayerNorm {
+            gamma: w.param(scale, w.tensor_init(scale, [dim], Init::Ones)?, false),
+            beta,
+            epsilon: eps,
+        })
     }
 
     pub fn embedding(&self, name: &str, rows: usize, dim: usize) -> Result<Embedding> {

@@ -43,12 +43,13 @@ pub fn splade_pool(logits: Tensor<3>, mask: Tensor<2, Int>) -> Tensor<2> {
     activate(masked_max(logits, mask))
 }
 
-/// Vocabulary terms per tile when encoding: `[B·L, 8192]` f32 logits are 1 GB at 128 × 256
-/// tokens, against 4 GB for the whole vocabulary of BERT.
+/// Vocabulary terms per tile: `[B·L, 8192]` f32 logits are 1 GB at 128 × 256 tokens, against
+/// 4 GB for the whole vocabulary of BERT.
 pub const HEAD_TILE: usize = 8192;
 
-/// SPLADE weights `[B, V]` of a batch for inference: [`splade_pool`] of the model's logits,
-/// computed over vocabulary tiles so that the `[B, L, V]` logits never exist at once.
+/// SPLADE weights `[B, V]` of a batch, in encoding and in training: [`splade_pool`] of the
+/// model's logits, computed over vocabulary tiles so that the `[B, L, V]` logits never exist
+/// at once, forward or backward (`MlmHead::forward_max`).
 pub fn encode_pooled(model: &MaskedLm, ids: Tensor<2, Int>, mask: Tensor<2, Int>) -> Tensor<2> {
     encode_pooled_tiles(model, ids, mask, HEAD_TILE)
 }
@@ -60,7 +61,7 @@ pub fn encode_pooled_tiles(
     mask: Tensor<2, Int>,
     tile: usize,
 ) -> Tensor<2> {
-    let pooled = model.forward_reduced(ids, mask.clone(), tile, |logits| {
+    let pooled = model.forward_max(ids, mask.clone(), tile, |logits| {
         masked_max(logits, mask.clone())
     });
     activate(pooled)
@@ -190,6 +191,73 @@ mod tests {
         );
         for (x, y) in a.iter().zip(&b) {
             assert!((x - y).abs() <= 1e-6, "{x} vs {y}");
+        }
+    }
+
+    /// Training pools through the tiled head: the same weights and the same gradients (with
+    /// respect to the head's transform, its decoder, tied or not, and its vocabulary bias) as
+    /// pooling the whole `[B, L, V]` logits, for a family with a vocabulary bias (BERT) and one
+    /// without (ModernBERT).
+    #[test]
+    fn tiled_pooling_has_the_gradients_of_pooling_the_whole_logits() {
+        use lsr_backbone::EncoderModel;
+        let device = Device::flex().autodiff();
+        for family in ["bert", "modernbert"] {
+            let dir = lsr_backbone::reference::fixtures_dir().join(family);
+            let backbone = Backbone::load(dir.to_str().unwrap(), &device, 32).unwrap();
+            let batch = backbone
+                .tokenizer
+                .encode_batch(&["boil an egg", "the capital of france is paris"])
+                .unwrap();
+            let (ids, mask) = batch.to_tensors(&device);
+            let model = &backbone.model;
+            let whole = splade_pool(model.forward(ids.clone(), mask.clone()), mask.clone());
+            let tiled = encode_pooled_tiles(model, ids, mask, 7);
+            let [rows, vocab] = whole.dims();
+            // A loss that weighs every term differently, so that a gradient sent to the wrong
+            // term shows.
+            let weights: Vec<f32> = (0..rows * vocab).map(|i| (i as f32 * 0.37).sin()).collect();
+            let weights = Tensor::<2>::from_data(TensorData::new(weights, [rows, vocab]), &device);
+            let grads = [whole, tiled].map(|pooled| {
+                let values: Vec<f32> = pooled.clone().into_data().try_into_vec().unwrap();
+                (values, (pooled * weights.clone()).sum().backward())
+            });
+            let close = |a: &[f32], b: &[f32], what: &str| {
+                assert_eq!(a.len(), b.len(), "{family} {what}");
+                let scale = a.iter().fold(0f32, |m, x| m.max(x.abs())).max(1e-6);
+                for (x, y) in a.iter().zip(b) {
+                    assert!((x - y).abs() <= 1e-5 * scale, "{family} {what}: {x} vs {y}");
+                }
+            };
+            close(&grads[0].0, &grads[1].0, "weights");
+            let grad = |param: &burn::module::Param<Tensor<2>>, i: usize| -> Vec<f32> {
+                param
+                    .grad(&grads[i].1)
+                    .unwrap()
+                    .into_data()
+                    .try_into_vec()
+                    .unwrap()
+            };
+            let decoder = match &model.head.decoder {
+                Some(decoder) => decoder,
+                None => &model.encoder.word_embeddings().weight,
+            };
+            close(&grad(decoder, 0), &grad(decoder, 1), "decoder");
+            close(
+                &grad(&model.head.dense.weight, 0),
+                &grad(&model.head.dense.weight, 1),
+                "dense",
+            );
+            if let Some(bias) = &model.head.bias {
+                let grad = |i: usize| -> Vec<f32> {
+                    bias.grad(&grads[i].1)
+                        .unwrap()
+                        .into_data()
+                        .try_into_vec()
+                        .unwrap()
+                };
+                close(&grad(0), &grad(1), "vocabulary bias");
+            }
         }
     }
 

@@ -4,7 +4,7 @@ use burn::module::{Module, ModuleVisitor, Param};
 use burn::optim::{AdamWConfig, GradientsAccumulator, GradientsParams, ModuleOptimizer};
 use burn::prelude::*;
 use lsr_backbone::MaskedLm;
-use lsr_splade::splade_pool;
+use lsr_splade::encode_pooled;
 use serde::{Deserialize, Serialize};
 
 use crate::config::Recipe;
@@ -79,12 +79,9 @@ impl Trainer {
         for batch in micro_batches {
             device.seed(dropout_seed(r.seed, batch.index));
             let (query_ids, query_mask) = batch.queries.to_tensors(&device);
-            let queries = splade_pool(
-                self.model.forward(query_ids, query_mask.clone()),
-                query_mask,
-            );
+            let queries = encode_pooled(&self.model, query_ids, query_mask);
             let (doc_ids, doc_mask) = batch.documents.to_tensors(&device);
-            let documents = splade_pool(self.model.forward(doc_ids, doc_mask.clone()), doc_mask);
+            let documents = encode_pooled(&self.model, doc_ids, doc_mask);
             let terms = splade_loss(queries.clone(), documents.clone(), r, (lambda_q, lambda_d));
             let monitored = monitor(&terms, &queries, &documents);
             let gradients = terms

@@ -5,12 +5,13 @@
 //! Follows transformers v5.24.0, the release the parity fixtures were generated with:
 //! <https://github.com/huggingface/transformers/blob/v5.24.0/src/transformers/models/albert/modeling_albert.py>
 
-use burn::nn::{Embedding, LayerNorm, Linear};
+use burn::nn::{Embedding, Linear};
 use burn::prelude::*;
 use burn::tensor::DType;
 use serde::Deserialize;
 use serde_json::json;
 
+use crate::norm::LayerNorm;
 use crate::config::{ModelConfig, default_one, default_true, default_type_vocab};
 use crate::error::{BackboneError, Result};
 use crate::family::{Dims, Encoder, EncoderModel, Family, registered};

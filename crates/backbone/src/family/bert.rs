@@ -5,12 +5,13 @@
 //! <https://github.com/huggingface/transformers/blob/v5.24.0/src/transformers/models/bert/modeling_bert.py>
 //! <https://github.com/huggingface/transformers/blob/v5.24.0/src/transformers/models/roberta/modeling_roberta.py>
 
-use burn::nn::{Embedding, LayerNorm};
+use burn::nn::Embedding;
 use burn::prelude::*;
 use burn::tensor::DType;
 use serde::Deserialize;
 use serde_json::json;
 
+use crate::norm::LayerNorm;
 use crate::config::{ModelConfig, default_dropout, default_true, default_type_vocab};
 use crate::error::{BackboneError, Result};
 use crate::family::Encoder;

@@ -4,12 +4,13 @@
 //! Follows transformers v5.24.0, the release the parity fixtures were generated with:
 //! <https://github.com/huggingface/transformers/blob/v5.24.0/src/transformers/models/distilbert/modeling_distilbert.py>
 
-use burn::nn::{Embedding, LayerNorm};
+use burn::nn::Embedding;
 use burn::prelude::*;
 use burn::tensor::DType;
 use serde::Deserialize;
 use serde_json::json;
 
+use crate::norm::LayerNorm;
 use crate::config::{ModelConfig, default_dropout, default_true, parse_json};
 use crate::error::Result;
 use crate::family::{Dims, Encoder, EncoderModel, Family, registered};

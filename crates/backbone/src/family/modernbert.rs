@@ -12,12 +12,13 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use burn::nn::{Embedding, LayerNorm, Linear};
+use burn::nn::{Embedding, Linear};
 use burn::prelude::*;
 use burn::tensor::DType;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::norm::LayerNorm;
 use crate::config::{ModelConfig, default_true};
 use crate::error::{BackboneError, Result};
 use crate::family::{Dims, Encoder, EncoderModel, Family, registered};
