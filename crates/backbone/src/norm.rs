@@ -72,7 +72,7 @@ fn over_row_blocks<const D: usize>(
 
 /// The divisor of `rows` nearest to √rows from below (1 for a prime): both passes of the
 /// gradient's reduction then walk about √rows rows.
-fn row_block(rows: usize) -> usize {
+pub fn row_block(rows: usize) -> usize {
     let mut block = (rows as f64).sqrt() as usize;
     while block > 1 && rows % block != 0 {
         block -= 1;
@@ -100,21 +100,11 @@ mod tests {
 
     /// Values and gradients as burn's LayerNorm and plain broadcasts give them, for a row count
     /// that splits (6 × 4 = 24 rows → blocks of 4) and one that does not (a prime).
-    /// flex, and the device `LSR_TEST_DEVICE` names (CI: WGPU), each recording gradients.
-    fn test_devices() -> Vec<Device> {
-        let mut devices = vec![Device::flex()];
-        if let Ok(spec) = std::env::var("LSR_TEST_DEVICE") {
-            devices.push(crate::device::parse_device(Some(&spec)).expect("LSR_TEST_DEVICE"));
-        }
-        devices.into_iter().map(|d| d.autodiff()).collect()
-    }
-
     #[test]
     fn layer_norm_and_row_vectors_equal_the_plain_broadcast_with_their_gradients() {
-        for (device, batch) in test_devices()
-            .into_iter()
-            .flat_map(|d| [(d.clone(), 6), (d, 7)])
-        {
+        let devices = crate::reference::test_devices().into_iter();
+        for (device, batch) in devices.flat_map(|d| [(d.clone(), 6), (d, 7)]) {
+            let device = device.autodiff();
             let width = 5;
             let data = |n: usize, seed: f32| -> Vec<f32> {
                 (0..n)
@@ -135,14 +125,11 @@ mod tests {
                 beta: Some(Param::from_tensor(beta.clone())),
                 epsilon: 1e-5,
             };
-            let theirs = burn::nn::LayerNormConfig::new(width)
+            let mut theirs = burn::nn::LayerNormConfig::new(width)
                 .with_epsilon(1e-5)
                 .init(&device);
-            let theirs = burn::nn::LayerNorm {
-                gamma: Param::from_tensor(gamma),
-                beta: Some(Param::from_tensor(beta)),
-                ..theirs
-            };
+            theirs.gamma = Param::from_tensor(gamma);
+            theirs.beta = Some(Param::from_tensor(beta));
             let weights = Tensor::<3>::from_data(
                 TensorData::new(data(batch * 4 * width, 5.1), [batch, 4, width]),
                 &device,

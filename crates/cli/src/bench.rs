@@ -35,6 +35,53 @@ pub enum BenchCommand {
     /// split a model's time into "matmul" and "everything else" (`scripts/bench/matmul.py` is
     /// PyTorch's).
     Matmul(MatmulBench),
+    /// The reductions over tokens of a training step, each alone: the column sum of a
+    /// `[rows, width]` gradient (a bias or LayerNorm gradient) in one pass and in the two
+    /// passes lsr's parameter broadcasts give it (`lsr_backbone::norm`), and the SPLADE max
+    /// over the tokens of one vocabulary tile.
+    Reduce(ReduceBench),
+}
+
+#[derive(Args)]
+pub struct ReduceBench {
+    /// Rows of the column sum (tokens of a micro-batch: 64 documents × 256).
+    #[arg(long, default_value_t = 16384)]
+    rows: usize,
+    /// Columns of the column sum (BERT-base's FFN width).
+    #[arg(long, default_value_t = 3072)]
+    width: usize,
+    /// Texts of the SPLADE max.
+    #[arg(long, default_value_t = 64)]
+    batch: usize,
+    /// Tokens per text of the SPLADE max.
+    #[arg(long, default_value_t = 256)]
+    seq_len: usize,
+    /// Vocabulary terms of the SPLADE max (one head tile).
+    #[arg(long, default_value_t = lsr_splade::HEAD_TILE)]
+    terms: usize,
+    #[arg(long, default_value_t = 2)]
+    warmup: usize,
+    #[arg(long, default_value_t = 10)]
+    iterations: usize,
+    #[arg(long)]
+    device: Option<String>,
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Serialize)]
+struct ReduceReport {
+    device: String,
+    rows: usize,
+    width: usize,
+    /// The rows per block of the two-pass sum.
+    block: usize,
+    column_sum_one_pass_ms: f64,
+    column_sum_two_pass_ms: f64,
+    batch: usize,
+    seq_len: usize,
+    terms: usize,
+    token_max_ms: f64,
 }
 
 #[derive(Args)]
@@ -210,6 +257,7 @@ pub fn run(command: BenchCommand) -> Result<()> {
         BenchCommand::Retrieve(args) => retrieve(args),
         BenchCommand::Matmul(args) => matmul(args),
         BenchCommand::TrainStep(args) => train_step(args),
+        BenchCommand::Reduce(args) => reduce(args),
     }
 }
 
@@ -456,6 +504,68 @@ fn matmul(args: MatmulBench) -> Result<()> {
             report.device,
             report.seconds * 1e3,
             report.tflops
+        );
+    }
+    Ok(())
+}
+
+fn reduce(args: ReduceBench) -> Result<()> {
+    use burn::tensor::Distribution;
+    let device = parse_device(args.device.as_deref())?;
+    let block = lsr_backbone::norm::row_block(args.rows);
+    let columns = Tensor::<2>::random([args.rows, args.width], Distribution::Default, &device);
+    let logits = Tensor::<3>::random(
+        [args.batch, args.seq_len, args.terms],
+        Distribution::Default,
+        &device,
+    );
+    // The results are kept until the device is synchronised, so that no backend may skip or
+    // defer a reduction whose result nobody holds.
+    let time = |f: &dyn Fn() -> Tensor<1>| -> Result<f64> {
+        let warm: Vec<_> = (0..args.warmup).map(|_| f()).collect();
+        device.sync()?;
+        drop(warm);
+        let start = Instant::now();
+        let timed: Vec<_> = (0..args.iterations).map(|_| f()).collect();
+        device.sync()?;
+        let ms = start.elapsed().as_secs_f64() * 1e3 / args.iterations.max(1) as f64;
+        drop(timed);
+        Ok(ms)
+    };
+    let [rows, width] = [args.rows, args.width];
+    let report = ReduceReport {
+        device: format!("{device:?}"),
+        rows,
+        width,
+        block,
+        column_sum_one_pass_ms: time(&|| columns.clone().sum_dim(0).flatten(0, 1))?,
+        column_sum_two_pass_ms: time(&|| {
+            columns
+                .clone()
+                .reshape([rows / block, block, width])
+                .sum_dim(0)
+                .sum_dim(1)
+                .flatten(0, 2)
+        })?,
+        batch: args.batch,
+        seq_len: args.seq_len,
+        terms: args.terms,
+        token_max_ms: time(&|| logits.clone().max_dim(1).flatten(0, 2))?,
+    };
+    if args.json {
+        println!("{}", serde_json::to_string(&report)?);
+    } else {
+        println!(
+            "on {}: column sum [{rows}, {width}] {:.3} ms in one pass, {:.3} ms in two (blocks \
+             of {block}); max over {} tokens of [{}, {}, {}] {:.3} ms",
+            report.device,
+            report.column_sum_one_pass_ms,
+            report.column_sum_two_pass_ms,
+            args.seq_len,
+            args.batch,
+            args.seq_len,
+            args.terms,
+            report.token_max_ms
         );
     }
     Ok(())

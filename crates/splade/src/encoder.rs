@@ -197,12 +197,13 @@ mod tests {
     /// Training pools through the tiled head: the same weights and the same gradients (with
     /// respect to the head's transform, its decoder, tied or not, and its vocabulary bias) as
     /// pooling the whole `[B, L, V]` logits, for a family with a vocabulary bias (BERT) and one
-    /// without (ModernBERT).
+    /// without (ModernBERT), on flex and on `LSR_TEST_DEVICE`.
     #[test]
     fn tiled_pooling_has_the_gradients_of_pooling_the_whole_logits() {
         use lsr_backbone::EncoderModel;
-        let device = Device::flex().autodiff();
-        for family in ["bert", "modernbert"] {
+        let devices = lsr_backbone::reference::test_devices().into_iter();
+        for (device, family) in devices.flat_map(|d| [(d.clone(), "bert"), (d, "modernbert")]) {
+            let device = device.autodiff();
             let dir = lsr_backbone::reference::fixtures_dir().join(family);
             let backbone = Backbone::load(dir.to_str().unwrap(), &device, 32).unwrap();
             let batch = backbone
@@ -211,7 +212,10 @@ mod tests {
                 .unwrap();
             let (ids, mask) = batch.to_tensors(&device);
             let model = &backbone.model;
+            // Dropout acts on a device that records gradients: both passes draw the same masks.
+            device.seed(7);
             let whole = splade_pool(model.forward(ids.clone(), mask.clone()), mask.clone());
+            device.seed(7);
             let tiled = encode_pooled_tiles(model, ids, mask, 7);
             let [rows, vocab] = whole.dims();
             // A loss that weighs every term differently, so that a gradient sent to the wrong
