@@ -104,7 +104,39 @@ fn start(spec: &str) -> Result<Device> {
             compiled_backends().join(", ")
         ),
     })?;
+    if name == "cuda" {
+        cuda_driver_has(index.unwrap_or(0)).map_err(|why| BackboneError::Device {
+            spec: spec.to_string(),
+            message: format!("could not start ({missing}): {why}"),
+        })?;
+    }
     probe(device, spec, missing)
+}
+
+/// Whether the CUDA driver loads and has device `index`, asked of the driver directly. burn's
+/// CUDA backend panics where there is none, and with fusion it does so while holding a lock
+/// that every later backend start takes: after one failed CUDA probe, WGPU could not start in
+/// that process either (a CUDA build on a machine with Vulkan and no NVIDIA driver).
+fn cuda_driver_has(index: usize) -> std::result::Result<(), String> {
+    #[cfg(feature = "cuda")]
+    {
+        use cudarc::driver::result;
+        // The driver library is loaded on first use, and its absence is a panic.
+        let count = quietly(|| result::init().and_then(|()| result::device::get_count()))
+            .map_err(|panics| panics.first().cloned().unwrap_or_default())?
+            .map_err(|error| format!("the CUDA driver refused: {error}"))?;
+        match usize::try_from(count) {
+            Ok(count) if index < count => Ok(()),
+            _ => Err(format!(
+                "the CUDA driver has {count} device(s), not device {index}"
+            )),
+        }
+    }
+    #[cfg(not(feature = "cuda"))]
+    {
+        let _ = index;
+        Ok(())
+    }
 }
 
 /// `cuda: <why>` from a refusal, cut before the backend's list of library names.

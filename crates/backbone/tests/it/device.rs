@@ -49,3 +49,19 @@ fn cuda_without_a_driver_is_a_clear_error_and_not_the_default() {
         assert!(!picked.contains("Cuda"), "{picked}");
     }
 }
+
+/// A refused CUDA start leaves the other GPU backend startable in the same process: `lsr`
+/// tries CUDA first, and with burn's fusion a CUDA start that panics poisons a lock every later
+/// start takes. Run where `LSR_TEST_DEVICE` names a working WGPU device (CI: lavapipe).
+#[cfg(all(feature = "cuda", feature = "wgpu"))]
+#[test]
+fn a_refused_cuda_start_leaves_wgpu_startable() {
+    let Ok(spec) = std::env::var("LSR_TEST_DEVICE") else {
+        return;
+    };
+    if !spec.starts_with("wgpu") || std::path::Path::new("/dev/nvidiactl").exists() {
+        return;
+    }
+    assert!(parse_device(Some("cuda")).is_err());
+    parse_device(Some(&spec)).expect("WGPU starts after a refused CUDA start");
+}
