@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use burn::prelude::Device;
 
 use crate::error::{BackboneError, Result};
+use crate::precision::{self, MatmulMode};
 
 /// Set while a backend is being started: what it logs then is the probe's error text instead.
 static PROBING: AtomicBool = AtomicBool::new(false);
@@ -48,7 +49,19 @@ pub fn compiled_backends() -> Vec<&'static str> {
 /// to start. `None` takes `$LSR_DEVICE` if set, else the best backend compiled in that starts
 /// here (CUDA, then WGPU, then the flex CPU backend), so a CUDA build still works on a login
 /// node; it says which in the log. An explicit spec that cannot start is an error naming it.
+///
+/// `LSR_MATMUL` is checked here too, so that a bad value stops a command before its first
+/// product; `cublas` on a device that is not CUDA is allowed (its products use cube) and logged.
 pub fn parse_device(spec: Option<&str>) -> Result<Device> {
+    let device = choose(spec)?;
+    let route = precision::products_route(&device).map_err(BackboneError::Setting)?;
+    if precision::matmul_mode() == Ok(MatmulMode::Cublas) && route != MatmulMode::Cublas {
+        tracing::warn!("LSR_MATMUL=cublas: {device:?} is not a CUDA device; its products use cube");
+    }
+    Ok(device)
+}
+
+fn choose(spec: Option<&str>) -> Result<Device> {
     let from_env = std::env::var("LSR_DEVICE").ok().filter(|s| !s.is_empty());
     if let Some(spec) = spec.or(from_env.as_deref()) {
         return start(spec);

@@ -57,6 +57,9 @@ pub enum BackboneError {
     Checkpoint(String),
     #[error("device `{spec}`: {message}")]
     Device { spec: String, message: String },
+    /// An environment variable lsr reads (e.g. `LSR_MATMUL`) with a value it cannot use.
+    #[error("{0}")]
+    Setting(String),
 }
 
 pub type Result<T, E = BackboneError> = std::result::Result<T, E>;

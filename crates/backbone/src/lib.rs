@@ -8,6 +8,8 @@
 
 pub mod checkpoint;
 pub mod config;
+#[cfg(feature = "cuda")]
+pub mod cublas;
 pub mod device;
 pub mod error;
 pub mod family;
@@ -31,7 +33,7 @@ pub use family::{Dims, Encoder, EncoderModel, FAMILIES, Family};
 pub use head::MlmHead;
 pub use hf_names::{TensorNames, parameter_values, write_checkpoint, write_checkpoint_with};
 pub use model::{Backbone, MaskedLm, RESCALE_RECORD, RescaleMode, RescaleRecord, check_scale};
-pub use precision::Precision;
+pub use precision::{MatmulMode, Precision};
 pub use stats::{HeadStats, PAPER_GRID, REFERENCE, REFERENCE_ROW_NORM, suggest_k};
 pub use tokenizer::{TextTokenizer, TokenBatch};
 pub use weights::{TensorOrigin, Weights};

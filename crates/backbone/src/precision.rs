@@ -88,9 +88,76 @@ pub fn matmul_transposed(x: Tensor<2>, w: Tensor<2>, dtype: DType) -> Tensor<2> 
 }
 
 /// `a · b` over the last two dimensions: every product of the model (linear maps, attention,
-/// the MLM head) goes through here, the one place that chooses how a product is computed.
+/// the MLM head) goes through here, the one place that chooses how a product is computed:
+/// cuBLASLt where [`products_on`] says so (`crate::cublas`), else burn's own matmul.
 pub fn matmul<const D: usize>(a: Tensor<D>, b: Tensor<D>) -> Tensor<D> {
+    #[cfg(feature = "cuda")]
+    if products_on(&a.device()) == MatmulMode::Cublas && crate::cublas::supports(&a, &b) {
+        return crate::cublas::matmul(a, b);
+    }
     a.matmul(b)
+}
+
+/// How products are computed, from `LSR_MATMUL`: `cube` (burn's matmul, cubecl's kernels on a
+/// GPU; the default), `cublas` (cuBLASLt on CUDA devices) or `auto` (cuBLASLt where the device
+/// is CUDA and libcublasLt loads, else cube). Off CUDA, and in builds without the `cuda`
+/// feature, every mode computes products as `cube` does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MatmulMode {
+    Cube,
+    Cublas,
+    Auto,
+}
+
+impl MatmulMode {
+    pub const VARIABLE: &'static str = "LSR_MATMUL";
+    pub const NAMES: [&'static str; 3] = ["cube", "cublas", "auto"];
+
+    /// The mode a value of `LSR_MATMUL` names (unset or empty: `cube`).
+    pub fn parse(value: Option<&str>) -> std::result::Result<Self, String> {
+        match value.unwrap_or("") {
+            "" | "cube" => Ok(Self::Cube),
+            "cublas" => Ok(Self::Cublas),
+            "auto" => Ok(Self::Auto),
+            other => Err(format!(
+                "{}=`{other}`: expected one of {}",
+                Self::VARIABLE,
+                Self::NAMES.join(", ")
+            )),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        Self::NAMES[self as usize]
+    }
+}
+
+/// `LSR_MATMUL`, read once per process.
+pub fn matmul_mode() -> std::result::Result<MatmulMode, String> {
+    static MODE: std::sync::OnceLock<std::result::Result<MatmulMode, String>> =
+        std::sync::OnceLock::new();
+    MODE.get_or_init(|| MatmulMode::parse(std::env::var(MatmulMode::VARIABLE).ok().as_deref()))
+        .clone()
+}
+
+/// Whether products on `device` run `cube` or `cublas` under `LSR_MATMUL` (never `auto`: what
+/// it resolved to), or why the setting cannot work there (a bad value; `cublas` on a CUDA
+/// device without libcublasLt).
+pub fn products_route(device: &Device) -> std::result::Result<MatmulMode, String> {
+    let mode = matmul_mode()?;
+    #[cfg(feature = "cuda")]
+    if crate::cublas::takes(mode, device)? {
+        return Ok(MatmulMode::Cublas);
+    }
+    let _ = (mode, device);
+    Ok(MatmulMode::Cube)
+}
+
+/// [`products_route`] for a device that [`crate::parse_device`] accepted, which checks the
+/// setting first: a failure here is a device made some other way, and panics with the reason.
+pub fn products_on(device: &Device) -> MatmulMode {
+    products_route(device).unwrap_or_else(|message| panic!("{message}"))
 }
 
 /// `residual + update` in f32: the residual stream keeps full precision between layers.
@@ -155,5 +222,19 @@ mod tests {
             assert_eq!(name.parse::<Precision>().unwrap().name(), name);
         }
         assert!("fp16".parse::<Precision>().is_err());
+    }
+
+    #[test]
+    fn lsr_matmul_values_parse_and_a_bad_one_names_the_variable_and_the_choices() {
+        assert_eq!(MatmulMode::parse(None), Ok(MatmulMode::Cube));
+        assert_eq!(MatmulMode::parse(Some("")), Ok(MatmulMode::Cube));
+        for name in MatmulMode::NAMES {
+            assert_eq!(MatmulMode::parse(Some(name)).unwrap().name(), name);
+        }
+        let error = MatmulMode::parse(Some("cuBLAS")).unwrap_err();
+        assert!(
+            error.contains("LSR_MATMUL=`cuBLAS`") && error.contains("cube, cublas, auto"),
+            "{error}"
+        );
     }
 }

@@ -7,7 +7,10 @@ use std::time::Instant;
 use anyhow::Result;
 use burn::prelude::*;
 use clap::{Args, Subcommand};
-use lsr_backbone::{MaskedLm, ModelConfig, Precision, TokenBatch, Weights, parse_device};
+use lsr_backbone::precision::{self, products_on};
+use lsr_backbone::{
+    MaskedLm, MatmulMode, ModelConfig, Precision, TokenBatch, Weights, parse_device,
+};
 use lsr_splade::encode_pooled_tiles;
 use lsr_train::data::TrainBatch;
 use lsr_train::{Recipe, Trainer};
@@ -33,7 +36,7 @@ pub enum BenchCommand {
     Retrieve(RetrieveBench),
     /// One matrix product `[m, k] · [k, n]` on the device, in TFLOP/s: the kernel alone, to
     /// split a model's time into "matmul" and "everything else" (`scripts/bench/matmul.py` is
-    /// PyTorch's).
+    /// PyTorch's). It goes where the model's products go: `LSR_MATMUL=cube|cublas|auto`.
     Matmul(MatmulBench),
     /// The reductions over tokens of a training step, each alone: the column sum of a
     /// `[rows, width]` gradient (a bias or LayerNorm gradient) in one pass and in the two
@@ -115,6 +118,8 @@ pub struct MatmulBench {
 struct MatmulReport {
     device: String,
     precision: Precision,
+    /// How the products ran (`LSR_MATMUL` on this device): `cube` or `cublas`.
+    matmul: MatmulMode,
     m: usize,
     k: usize,
     n: usize,
@@ -226,6 +231,8 @@ pub struct TrainStepBench {
 struct TrainStepReport {
     device: String,
     precision: Precision,
+    /// How the products ran (`LSR_MATMUL` on this device): `cube` or `cublas`.
+    matmul: MatmulMode,
     queries: usize,
     documents: usize,
     query_len: usize,
@@ -241,6 +248,8 @@ struct TrainStepReport {
 struct EncodeReport {
     device: String,
     precision: Precision,
+    /// How the products ran (`LSR_MATMUL` on this device): `cube` or `cublas`.
+    matmul: MatmulMode,
     batch: usize,
     seq_len: usize,
     iterations: usize,
@@ -382,6 +391,7 @@ fn train_step(args: TrainStepBench) -> Result<()> {
     let report = TrainStepReport {
         device: format!("{device:?}"),
         precision: args.precision,
+        matmul: products_on(&device),
         queries: args.queries,
         documents: 2 * args.queries,
         query_len: args.query_len,
@@ -395,12 +405,14 @@ fn train_step(args: TrainStepBench) -> Result<()> {
         println!("{}", serde_json::to_string(&report)?);
     } else {
         println!(
-            "train step ({} queries x {}, {} documents x {}) on {}: {:.3} s/step, peak RSS {}",
+            "train step ({} queries x {}, {} documents x {}) on {} ({} products): {:.3} s/step, \
+             peak RSS {}",
             report.queries,
             report.query_len,
             report.documents,
             report.document_len,
             report.device,
+            report.matmul.name(),
             report.seconds_per_step,
             describe_rss(report.peak_rss_mib)
         );
@@ -429,6 +441,7 @@ fn encode(args: EncodeBench) -> Result<()> {
     let report = EncodeReport {
         device: format!("{device:?}"),
         precision: args.precision,
+        matmul: products_on(&device),
         batch: args.batch,
         seq_len: args.seq_len,
         iterations: args.iterations,
@@ -441,10 +454,11 @@ fn encode(args: EncodeBench) -> Result<()> {
         println!("{}", serde_json::to_string(&report)?);
     } else {
         println!(
-            "encode {}x{} on {}: {:.3} s/batch, {:.1} sequences/s, peak RSS {}",
+            "encode {}x{} on {} ({} products): {:.3} s/batch, {:.1} sequences/s, peak RSS {}",
             report.batch,
             report.seq_len,
             report.device,
+            report.matmul.name(),
             report.seconds_per_batch,
             report.sequences_per_second,
             describe_rss(report.peak_rss_mib)
@@ -469,7 +483,7 @@ fn matmul(args: MatmulBench) -> Result<()> {
     let run = |times: usize| -> Result<f64> {
         let start = Instant::now();
         for _ in 0..times {
-            drop(lhs.clone().matmul(rhs.clone()));
+            drop(precision::matmul(lhs.clone(), rhs.clone()));
         }
         device.sync()?;
         Ok(start.elapsed().as_secs_f64() / times.max(1) as f64)
@@ -479,6 +493,7 @@ fn matmul(args: MatmulBench) -> Result<()> {
     let report = MatmulReport {
         device: format!("{device:?}"),
         precision: args.precision,
+        matmul: products_on(&device),
         m: args.m,
         k: args.k,
         n: args.n,
@@ -490,7 +505,7 @@ fn matmul(args: MatmulBench) -> Result<()> {
         println!("{}", serde_json::to_string(&report)?);
     } else {
         println!(
-            "matmul [{}, {}]·[{}, {}]{} in {} on {}: {:.3} ms, {:.1} TFLOP/s",
+            "matmul [{}, {}]·[{}, {}]{} in {} on {} ({}): {:.3} ms, {:.1} TFLOP/s",
             report.m,
             report.k,
             report.k,
@@ -502,6 +517,7 @@ fn matmul(args: MatmulBench) -> Result<()> {
             },
             report.precision,
             report.device,
+            report.matmul.name(),
             report.seconds * 1e3,
             report.tflops
         );

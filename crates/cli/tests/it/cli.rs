@@ -336,3 +336,38 @@ fn walk(dir: &std::path::Path) -> Vec<String> {
         })
         .collect()
 }
+
+/// `LSR_MATMUL` is read by every command that picks a device: a bad value stops it before any
+/// work, naming the variable and the accepted values; `cublas` on a device that is not CUDA
+/// computes its products as `cube` does, and the bench reports say so.
+#[test]
+fn lsr_matmul_is_checked_and_reported_by_the_benches() {
+    let bench = |mode: &str| {
+        let mut command = lsr();
+        command
+            .env("LSR_MATMUL", mode)
+            .args(["bench", "matmul", "--device", "flex", "--json"])
+            .args([
+                "--m",
+                "8",
+                "--k",
+                "4",
+                "--n",
+                "6",
+                "--warmup",
+                "0",
+                "--iterations",
+                "1",
+            ]);
+        command
+    };
+    let error = error_of(&mut bench("cuBLAS"));
+    assert!(
+        error.contains("LSR_MATMUL=`cuBLAS`") && error.contains("cube, cublas, auto"),
+        "{error}"
+    );
+    for mode in ["cube", "cublas", "auto"] {
+        let report = &json_lines(&stdout_of(&mut bench(mode)))[0];
+        assert_eq!(report["matmul"], "cube", "{mode}");
+    }
+}
