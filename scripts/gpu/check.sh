@@ -193,7 +193,7 @@ best = {}
 for line in open(sys.argv[1]):
     r = json.loads(line)
     m, res = r["meta"], r.get("result") or {}
-    if r["status"] == "ok" and m.get("kind") == "train" and m.get("shape") == "recipe" and m.get("precision") == "f32":
+    if r["status"] == "ok" and m.get("tool") == "lsr" and m.get("kind") == "train" and m.get("shape") == "recipe" and m.get("precision") == "f32":
         best[m["matmul"]] = res["seconds_per_step"]
 print(min(best, key=best.get) if best else sys.argv[2].split()[0])
 PY
