@@ -2,6 +2,7 @@
 //! `name@revision` for a branch, tag or commit) resolved through the standard hub cache
 //! (`HF_HUB_CACHE`, else `HF_HOME/hub`, else `~/.cache/huggingface/hub`), downloaded into it
 //! when online, with the commit it resolved to. `HF_HUB_OFFLINE=1` forbids the download.
+//! Which of the two a name is, is decided here alone (`CheckpointName`), for every command.
 
 use std::path::{Path, PathBuf};
 
@@ -25,6 +26,48 @@ pub struct Checkpoint {
     pub revision: Option<String>,
 }
 
+/// What a checkpoint name stands for: an existing path, or any name that cannot be a Hugging
+/// Face id (`./models/bert`, `/data/bert`, `data/synth/models/bert`, `~/bert`), is a local
+/// directory; the rest (`bert-base-uncased`, `answerdotai/ModernBERT-base@<commit>`) are hub
+/// ids. A mistyped path is therefore "no such directory", never a download.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum CheckpointName<'a> {
+    Local(&'a Path),
+    Hub,
+}
+
+impl<'a> CheckpointName<'a> {
+    fn of(spec: &'a str) -> Self {
+        let path = Path::new(spec);
+        if path.exists() || !is_hub_id(spec) {
+            Self::Local(path)
+        } else {
+            Self::Hub
+        }
+    }
+}
+
+/// The hub's rule for a repository id (`name` or `owner/name`, each part letters, digits, `-`,
+/// `_` and `.`, neither starting nor ending with `-` or `.`, without `--` or `..`), with an
+/// optional non-empty `@revision`.
+fn is_hub_id(spec: &str) -> bool {
+    let (id, revision) = match spec.split_once('@') {
+        Some((id, revision)) => (id, Some(revision)),
+        None => (spec, None),
+    };
+    let part = |p: &str| {
+        !p.is_empty()
+            && p.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+            && !p.starts_with(['-', '.'])
+            && !p.ends_with(['-', '.'])
+            && !p.contains("--")
+            && !p.contains("..")
+    };
+    let parts: Vec<&str> = id.split('/').collect();
+    parts.len() <= 2 && parts.iter().all(|p| part(p)) && revision.is_none_or(|r| !r.is_empty())
+}
+
 impl Checkpoint {
     /// Resolves with the hub settings of the environment.
     pub fn resolve(spec: &str) -> Result<Self> {
@@ -32,17 +75,42 @@ impl Checkpoint {
     }
 
     pub fn resolve_with(spec: &str, hub: &HubSettings) -> Result<Self> {
-        let path = Path::new(spec);
+        match CheckpointName::of(spec) {
+            CheckpointName::Local(path) => Self::local(spec, path),
+            CheckpointName::Hub => from_hub(spec, hub),
+        }
+    }
+
+    /// Whether `spec` can be loaded, without loading or downloading anything: a local
+    /// checkpoint's files are there, a hub id is in the cache or may be downloaded.
+    pub fn check(spec: &str) -> Result<()> {
+        let hub = HubSettings::from_env();
+        match CheckpointName::of(spec) {
+            CheckpointName::Local(path) => Self::local(spec, path).map(drop),
+            // Offline, resolving reads the cache alone.
+            CheckpointName::Hub if hub.offline => from_hub(spec, &hub).map(drop),
+            CheckpointName::Hub => Ok(()),
+        }
+    }
+
+    fn local(spec: &str, path: &Path) -> Result<Self> {
         if path.is_dir() {
             return Self::from_dir(spec, path);
         }
-        if path.exists() {
-            return Err(BackboneError::Checkpoint(format!(
-                "{spec}: expected a checkpoint directory (config.json, model.safetensors, \
-                 tokenizer.json), found a file"
-            )));
-        }
-        from_hub(spec, hub)
+        let message = if path.exists() {
+            "expected a checkpoint directory (config.json, model.safetensors, tokenizer.json), \
+             found a file"
+                .to_string()
+        } else {
+            let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+            format!(
+                "no such directory ({}); a checkpoint is a directory holding config.json, \
+                 model.safetensors and tokenizer.json, or a Hugging Face id, which this name \
+                 cannot be",
+                absolute.display()
+            )
+        };
+        Err(BackboneError::Checkpoint(format!("{spec}: {message}")))
     }
 
     pub fn from_dir(name: &str, dir: &Path) -> Result<Self> {

@@ -23,7 +23,7 @@ pub struct CheckArgs {
     /// f32, or bf16-mixed (compared with the same f32 references).
     #[arg(long, default_value = "f32")]
     precision: Precision,
-    /// The repository's fixtures (`data/fixtures`).
+    /// The repository's fixtures (`data/fixtures`, relative to the working directory).
     #[arg(long, default_value = "data/fixtures")]
     fixtures: PathBuf,
     /// `exact` (the tests' 1e-4), `tf32` or `bf16`; default: bf16 for bf16-mixed, else exact
@@ -151,6 +151,14 @@ struct Report {
 }
 
 pub fn run(args: CheckArgs) -> Result<()> {
+    if !args.fixtures.join("texts.json").is_file() {
+        bail!(
+            "no fixtures at {}: `--fixtures` names the repository's data/fixtures, by default \
+             relative to the working directory (run from the repository root, or pass \
+             --fixtures <repository>/data/fixtures)",
+            lsr_files::resolved(&args.fixtures)
+        );
+    }
     let device = parse_device(args.device.as_deref())?;
     let tolerance = args
         .tolerance

@@ -1,11 +1,13 @@
 //! `lsr matrix`: list an experiment matrix's cells and their status, probe each backbone's k,
-//! run the cells, or write a Slurm job array. The matrix itself is `lsr-matrix`.
+//! run the cells, or write a Slurm job array. The matrix itself is `lsr-matrix`; every
+//! subcommand but `list` first checks all the matrix names (`Matrix::open`).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Result, bail};
 use clap::{Args, Subcommand};
+use lsr_files::resolved;
 use lsr_matrix::probe::{ProbeState, finished, run_probes};
 use lsr_matrix::slurm::{SlurmOptions, job_array};
 use lsr_matrix::{CellState, Matrix, RunOptions, run_cells};
@@ -93,7 +95,7 @@ pub fn run(command: MatrixCommand) -> Result<ExitCode> {
         }
         MatrixCommand::Status { file, json } => status(&file, json)?,
         MatrixCommand::Probe { file, backbone } => {
-            let matrix = Matrix::load(&file)?;
+            let matrix = Matrix::open(&file)?;
             stop_on_signals()?;
             for (name, state) in run_probes(&matrix, backbone.as_deref())? {
                 match state {
@@ -111,7 +113,8 @@ pub fn run(command: MatrixCommand) -> Result<ExitCode> {
             }
         }
         MatrixCommand::Run(args) => {
-            let matrix = Matrix::load(&args.file)?;
+            let matrix = Matrix::open(&args.file)?;
+            eprintln!("results: {}", resolved(&matrix.results));
             let options = RunOptions {
                 cell: args.cell,
                 force: args.force,
@@ -137,7 +140,13 @@ pub fn run(command: MatrixCommand) -> Result<ExitCode> {
             }
         }
         MatrixCommand::Slurm(args) => {
-            let matrix = Matrix::load(&args.file)?;
+            let matrix = Matrix::open(&args.file)?;
+            if !Path::new(&args.lsr).is_file() {
+                eprintln!(
+                    "warning: no lsr binary at {}; the tasks run `--lsr` as the nodes see it",
+                    resolved(Path::new(&args.lsr))
+                );
+            }
             let options = SlurmOptions {
                 partition: args.partition,
                 gpus: args.gpus,
@@ -154,7 +163,7 @@ pub fn run(command: MatrixCommand) -> Result<ExitCode> {
             }
             match args.out {
                 Some(path) => {
-                    std::fs::write(&path, script)?;
+                    lsr_files::write_bytes(&path, script.as_bytes())?;
                     eprintln!(
                         "{} cells → {} (submit with: sbatch {})",
                         cells.len(),
@@ -169,10 +178,11 @@ pub fn run(command: MatrixCommand) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `lsr matrix status`: a line per cell and per finished probe, or one JSON object
-/// `{"cells": {id: state}, "probes": {backbone: k}}`.
-fn status(file: &std::path::Path, json: bool) -> Result<()> {
-    let matrix = Matrix::load(file)?;
+/// `lsr matrix status`: a line per cell, the count done in the results folder it looked in, a
+/// line per finished probe; or one JSON object
+/// `{"cells": {id: state}, "probes": {backbone: k}, "results": "<absolute folder>"}`.
+fn status(file: &Path, json: bool) -> Result<()> {
+    let matrix = Matrix::open(file)?;
     let mut states = Vec::new();
     for cell in &matrix.cells {
         states.push((cell.id.clone(), cell.state()?));
@@ -187,9 +197,10 @@ fn status(file: &std::path::Path, json: bool) -> Result<()> {
             .iter()
             .map(|p| (p.backbone.clone(), p.chosen_k.into()))
             .collect();
+        let results = std::path::absolute(&matrix.results)?;
         println!(
             "{}",
-            serde_json::json!({ "cells": cells, "probes": chosen })
+            serde_json::json!({ "cells": cells, "probes": chosen, "results": results })
         );
         return Ok(());
     }
@@ -197,7 +208,11 @@ fn status(file: &std::path::Path, json: bool) -> Result<()> {
         println!("{id}\t{state}");
     }
     let done = states.iter().filter(|(_, s)| *s == CellState::Done).count();
-    println!("{done}/{} done", states.len());
+    println!(
+        "{done}/{} done in {}",
+        states.len(),
+        resolved(&matrix.results)
+    );
     for p in &probes {
         let scores: Vec<String> = p
             .runs

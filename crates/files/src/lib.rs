@@ -2,8 +2,9 @@
 //! directory appears complete under its name or not at all. It owns that rule (`atomic`), a
 //! training run's `status.json` (`status`), a cell's results directory with the state its
 //! files imply (`layout`), the rule of one writer per output (`lock`), and a backbone's choice
-//! of k before its full runs (`probe`). It compiles no tensor code, so the report reads results
-//! without burn. With the `small-disk` feature, tests get a small tmpfs to fill (`small_disk`).
+//! of k before its full runs (`probe`), and how a path relative to the working directory is
+//! shown (`resolved`). It compiles no tensor code, so the report reads results without burn.
+//! With the `small-disk` feature, tests get a small tmpfs to fill (`small_disk`).
 
 pub mod atomic;
 pub mod layout;
@@ -19,7 +20,7 @@ pub use lock::OutputLock;
 pub use probe::{KSuggestion, Probe, ProbeRun};
 pub use status::{RunStatus, StatusFile};
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// A file that could not be written or read back, by path.
 #[derive(Debug, thiserror::Error)]
@@ -40,6 +41,18 @@ pub enum FileError {
 }
 
 pub type Result<T, E = FileError> = std::result::Result<T, E>;
+
+/// `path` as given, followed by the absolute path it names when it is relative: every relative
+/// path lsr takes (an argument or a matrix file's) is relative to the working directory, and a
+/// message about one says where that was.
+pub fn resolved(path: &Path) -> String {
+    match std::path::absolute(path) {
+        Ok(absolute) if path.is_relative() => {
+            format!("{} ({})", path.display(), absolute.display())
+        }
+        _ => path.display().to_string(),
+    }
+}
 
 /// The JSON file at `path`, `None` if there is none; one that does not parse is an error
 /// naming it.

@@ -6,11 +6,12 @@
 //! going on; a cell's `[validation]` set is scored during training through this crate's
 //! validator. It also writes a Slurm job array that runs the missing cells in parallel, and
 //! probes each backbone's grid with the beginnings of its cells to choose one k before the
-//! full runs. What it
-//! writes is all the report needs: it never reads this crate.
+//! full runs. Before any of that starts, everything a matrix names is checked (`preflight`).
+//! What it writes is all the report needs: it never reads this crate.
 
 pub mod cell;
 pub mod error;
+pub mod preflight;
 pub mod probe;
 pub mod runner;
 pub mod slurm;

@@ -2,10 +2,14 @@
 //! `lsr matrix run FILE --cell ID` into the same results layout. Ten minutes before its time
 //! limit a task passes SIGUSR1 on to lsr, which checkpoints at its next step and exits with
 //! code 75; the task then requeues itself and the new run resumes from that checkpoint.
+//! Everything a task needs exists when the script is written: the folder of its log (Slurm
+//! opens it before the task starts, and a missing one fails the task silently), and the working
+//! directory the matrix's relative paths were resolved in, which the script runs in wherever
+//! it is submitted from.
 
 use std::fmt::Write;
 
-use crate::error::Result;
+use crate::error::{MatrixError, Result};
 use crate::spec::Matrix;
 use lsr_files::CellState;
 
@@ -44,7 +48,8 @@ pub struct SlurmOptions {
     pub parallel: Option<usize>,
 }
 
-/// The script, and the ids of the cells it runs (none: the matrix is complete).
+/// The script, and the ids of the cells it runs (none: the matrix is complete); creates the
+/// folder the tasks' logs go to.
 pub fn job_array(matrix: &Matrix, options: &SlurmOptions) -> Result<(String, Vec<String>)> {
     let mut cells = Vec::new();
     for cell in &matrix.cells {
@@ -52,6 +57,10 @@ pub fn job_array(matrix: &Matrix, options: &SlurmOptions) -> Result<(String, Vec
             cells.push(cell.id.clone());
         }
     }
+    let logs = &matrix.results;
+    std::fs::create_dir_all(logs).map_err(|e| MatrixError::io(logs, e))?;
+    let logs = std::path::absolute(logs).map_err(|e| MatrixError::io(logs, e))?;
+    let workdir = std::env::current_dir().map_err(|e| MatrixError::io(".", e))?;
     let mut s = String::new();
     let last = cells.len().saturating_sub(1);
     let limit = options
@@ -67,14 +76,15 @@ pub fn job_array(matrix: &Matrix, options: &SlurmOptions) -> Result<(String, Vec
     .unwrap();
     writeln!(
         s,
-        "# Submit from the repository root: sbatch <this file>. Re-running `lsr matrix slurm`"
+        "# Submit from anywhere: sbatch <this file>. It runs where it was written, where the"
     )
     .unwrap();
     writeln!(
         s,
-        "# after a partial run writes a script for what is still missing."
+        "# matrix's relative paths were resolved. Re-running `lsr matrix slurm` after a partial"
     )
     .unwrap();
+    writeln!(s, "# run writes a script for what is still missing.").unwrap();
     writeln!(s, "#SBATCH --job-name=lsr-{}", matrix.name).unwrap();
     writeln!(s, "#SBATCH --array=0-{last}{limit}").unwrap();
     if let Some(partition) = &options.partition {
@@ -87,12 +97,8 @@ pub fn job_array(matrix: &Matrix, options: &SlurmOptions) -> Result<(String, Vec
     writeln!(s, "#SBATCH --signal=B:USR1@{SIGNAL_LEAD_SECONDS}").unwrap();
     writeln!(s, "#SBATCH --requeue").unwrap();
     writeln!(s, "#SBATCH --open-mode=append").unwrap();
-    writeln!(
-        s,
-        "#SBATCH --output={}/slurm-%A_%a.out",
-        matrix.results.display()
-    )
-    .unwrap();
+    writeln!(s, "#SBATCH --chdir={}", workdir.display()).unwrap();
+    writeln!(s, "#SBATCH --output={}/slurm-%A_%a.out", logs.display()).unwrap();
     writeln!(s, "set -uo pipefail").unwrap();
     writeln!(s, "CELLS=({})", cells.join(" ")).unwrap();
     writeln!(s, "CELL=${{CELLS[$SLURM_ARRAY_TASK_ID]}}").unwrap();

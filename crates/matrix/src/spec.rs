@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
 use lsr_report::results::PaperResult;
+use lsr_report::table::primary_measure;
 
 use crate::cell::Cell;
 use crate::error::{MatrixError, Result};
@@ -204,9 +205,8 @@ impl Matrix {
             names.push(name);
         }
         let probe_fraction = source.probe_fraction(file.probe.as_ref())?;
-        if let Some(result) = file.paper.iter().find(|r| !names.contains(&r.backbone)) {
-            let message = format!("[[paper]] names unknown backbone `{}`", result.backbone);
-            return Err(source.fail(None, message));
+        for result in &file.paper {
+            source.check_paper(result, &cells, &file.eval)?;
         }
         Ok(Self {
             path: path.to_path_buf(),
@@ -278,6 +278,8 @@ impl Source<'_> {
         for name in &eval.datasets {
             evaluated.extend(members("eval.datasets", name)?);
         }
+        self.check_measures(eval)?;
+        self.check_tradeoff(eval, &evaluated)?;
         self.check_length("eval.query_max_length", Some(eval.query_max_length))?;
         self.check_length("eval.document_max_length", Some(eval.document_max_length))?;
         let mut covered: BTreeMap<String, &str> = BTreeMap::new();
@@ -303,6 +305,69 @@ impl Source<'_> {
             self.check_length(&format!("{field}.document_max_length"), document)?;
         }
         Ok(())
+    }
+
+    /// Measures lsr computes, among them each one the report shows: the primary measure of
+    /// every evaluated name and of the trade-off set (`lsr_report::table::primary_measure`).
+    fn check_measures(&self, eval: &EvalSpec) -> Result<()> {
+        let measures = Measure::parse_all(&eval.measures)
+            .map_err(|e| self.fail(None, format!("eval.measures: {e}")))?;
+        let names: Vec<String> = measures.iter().map(Measure::name).collect();
+        for dataset in eval.datasets.iter().chain([&eval.tradeoff]) {
+            let measure = primary_measure(dataset);
+            if !names.iter().any(|name| name == measure) {
+                let message = format!(
+                    "eval.measures: the report shows {measure} for `{dataset}` (Table 1, the \
+                     trade-off figure), which the list lacks"
+                );
+                return Err(self.fail(None, message));
+            }
+        }
+        Ok(())
+    }
+
+    /// The trade-off set is evaluated: a name of `eval.datasets`, or one of their data sets by
+    /// its canonical name, as the report looks it up in `metrics.json`.
+    fn check_tradeoff(&self, eval: &EvalSpec, evaluated: &[String]) -> Result<()> {
+        let tradeoff = &eval.tradeoff;
+        if eval.datasets.contains(tradeoff) || evaluated.contains(tradeoff) {
+            return Ok(());
+        }
+        let message = format!(
+            "eval.tradeoff `{tradeoff}` is not evaluated: name one of eval.datasets ({}) or one \
+             of their data sets ({})",
+            eval.datasets.join(", "),
+            evaluated.join(", ")
+        );
+        Err(self.fail(None, message))
+    }
+
+    /// A `[[paper]]` number Table 1 can show: a backbone and a k among the cells, a column of
+    /// `eval.datasets`, and that column's measure.
+    fn check_paper(&self, result: &PaperResult, cells: &[Cell], eval: &EvalSpec) -> Result<()> {
+        let PaperResult {
+            backbone,
+            k,
+            dataset,
+            measure,
+            ..
+        } = result;
+        let what = format!("[[paper]] {backbone} k = {k} on `{dataset}`");
+        let problem = if !cells.iter().any(|c| &c.backbone == backbone) {
+            format!("[[paper]] names unknown backbone `{backbone}`")
+        } else if !cells.iter().any(|c| &c.backbone == backbone && c.k == *k) {
+            format!("{what}: k = {k} is not in {backbone}'s grid")
+        } else if !eval.datasets.contains(dataset) {
+            format!("{what}: Table 1 has a column for each of eval.datasets only")
+        } else if Measure::parse(measure).map(|m| m.name()).ok().as_deref()
+            != Some(primary_measure(dataset))
+        {
+            let shown = primary_measure(dataset);
+            format!("{what}: measure `{measure}`, but Table 1 shows {shown} there")
+        } else {
+            return Ok(());
+        };
+        Err(self.fail(None, problem))
     }
 
     /// `[probe] fraction`, in (0, 1].
@@ -553,6 +618,45 @@ lr = 1e-4
                 "tradeoff = \"beir/scifact\"",
                 "tradeoff = \"beir/scifact\"\n[eval.lengths.\"beir/scifact\"]\nquery_max_length = 0",
                 "eval.lengths.\"beir/scifact\".query_max_length: must be at least 1, got 0",
+            ),
+            (
+                "top_k = 100",
+                "top_k = 100\nmeasures = [\"ndcg@10\", \"ndcg@1O\"]",
+                "eval.measures: unknown measure `ndcg@1O`",
+            ),
+            (
+                "top_k = 100",
+                "top_k = 100\nmeasures = [\"recall@100\"]",
+                "eval.measures: the report shows ndcg@10 for `beir/scifact`",
+            ),
+            (
+                "tradeoff = \"beir/scifact\"",
+                "tradeoff = \"beir/fiqa\"",
+                "eval.tradeoff `beir/fiqa` is not evaluated",
+            ),
+            (
+                "lr = 1e-4",
+                "lr = 1e-4\n[[paper]]\nbackbone = \"bert\"\nk = 2\ndataset = \"beir/scifact\"\n\
+                 measure = \"ndcg@10\"\nvalue = 0.5",
+                "[[paper]] bert k = 2 on `beir/scifact`: k = 2 is not in bert's grid",
+            ),
+            (
+                "lr = 1e-4",
+                "lr = 1e-4\n[[paper]]\nbackbone = \"bert\"\nk = 4\ndataset = \"beir/fiqa\"\n\
+                 measure = \"ndcg@10\"\nvalue = 0.5",
+                "Table 1 has a column for each of eval.datasets only",
+            ),
+            (
+                "lr = 1e-4",
+                "lr = 1e-4\n[[paper]]\nbackbone = \"bert\"\nk = 4\ndataset = \"beir/scifact\"\n\
+                 measure = \"mrr@10\"\nvalue = 0.5",
+                "measure `mrr@10`, but Table 1 shows ndcg@10 there",
+            ),
+            (
+                "lr = 1e-4",
+                "lr = 1e-4\n[[paper]]\nbackbone = \"roberta\"\nk = 4\ndataset = \"beir/scifact\"\n\
+                 measure = \"ndcg@10\"\nvalue = 0.5",
+                "[[paper]] names unknown backbone `roberta`",
             ),
         ] {
             let message = load(&MATRIX.replace(from, to)).unwrap_err().to_string();

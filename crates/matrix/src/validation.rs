@@ -8,7 +8,7 @@ use lsr_data::Dataset;
 use lsr_eval::Measure;
 use lsr_eval::pipeline::{EvalSettings, evaluate_dataset};
 use lsr_splade::SpladeEncoder;
-use lsr_train::{Outcome, TrainConfig, ValidationScores, Validator};
+use lsr_train::{Outcome, TrainConfig, ValidationConfig, ValidationScores, Validator};
 
 use crate::error::{MatrixError, Result};
 
@@ -30,6 +30,19 @@ pub fn train_until(config: &TrainConfig, resume: bool, stop_at: usize) -> Result
     )?)
 }
 
+/// The one data set `[validation]` names, with its files under its data root.
+pub fn validation_set(spec: &ValidationConfig) -> Result<Dataset> {
+    let mut sets = Dataset::resolve(&spec.dataset, &spec.data_root)?;
+    if sets.len() != 1 {
+        return Err(MatrixError::Validation(format!(
+            "validation.dataset `{}` is a group of {} sets; name one",
+            spec.dataset,
+            sets.len()
+        )));
+    }
+    Ok(sets.remove(0))
+}
+
 pub struct DatasetValidator {
     /// The checkpoint's tokenizer and an encoder whose model each pass replaces.
     encoder: SpladeEncoder,
@@ -45,19 +58,12 @@ impl DatasetValidator {
         let Some(spec) = &config.validation else {
             return Ok(None);
         };
-        let mut sets = Dataset::resolve(&spec.dataset, &spec.data_root)?;
-        if sets.len() != 1 {
-            return Err(MatrixError::Validation(format!(
-                "validation.dataset `{}` is a group of {} sets; name one",
-                spec.dataset,
-                sets.len()
-            )));
-        }
+        let dataset = validation_set(spec)?;
         let max_length = spec.query_max_length.max(spec.document_max_length);
         let backbone = Backbone::load(&config.model.checkpoint, &Device::flex(), max_length)?;
         Ok(Some(Self {
             encoder: SpladeEncoder::new(backbone, 1.0, RescaleMode::Shared)?,
-            dataset: sets.remove(0),
+            dataset,
             settings: EvalSettings {
                 batch_size: spec.batch_size,
                 query_max_length: spec.query_max_length,

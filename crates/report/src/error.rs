@@ -9,11 +9,9 @@ pub enum ReportError {
     Files(#[from] lsr_files::FileError),
     #[error("{path}: {message}")]
     Parse { path: PathBuf, message: String },
-    #[error(
-        "{dir}: no results yet (no matrix.json); `lsr matrix run experiments/{name}.toml` (or \
-         `just reproduce {name}`) produces them"
-    )]
-    NoResults { dir: PathBuf, name: String },
+    /// `how`: the command that produces them (`results::how_to_run`).
+    #[error("{dir}: no results yet (no matrix.json); {how}")]
+    NoResults { dir: PathBuf, how: String },
     #[error("{path}: drawing failed: {message}")]
     Plot { path: PathBuf, message: String },
 }

@@ -98,10 +98,9 @@ impl MatrixResults {
     /// Reads `<dir>/matrix.json` and every cell's directory (absent files: a cell not run yet).
     pub fn read(dir: &Path) -> Result<Self> {
         if !dir.join(MATRIX).exists() {
-            let name = dir.file_name().map(|n| n.to_string_lossy().into_owned());
             return Err(ReportError::NoResults {
                 dir: dir.to_path_buf(),
-                name: name.unwrap_or_else(|| "<matrix>".into()),
+                how: how_to_run(dir),
             });
         }
         let matrix: MatrixFile = read_json(&dir.join(MATRIX))?;
@@ -186,6 +185,23 @@ impl CellMetrics {
         values
             .filter(|v| !v.is_empty())
             .map(|v| v.iter().sum::<f64>() / v.len() as f64)
+    }
+}
+
+/// The command that fills `dir`: the committed matrix of its name where there is one
+/// (`experiments/<name>.toml` under the working directory), never a file that does not exist.
+pub(crate) fn how_to_run(dir: &Path) -> String {
+    let name = dir.file_name().map(|n| n.to_string_lossy().into_owned());
+    let file = name.map(|name| (Path::new("experiments").join(format!("{name}.toml")), name));
+    match file {
+        Some((file, name)) if file.is_file() => format!(
+            "`lsr matrix run {}` (or `just reproduce {name}`) produces them",
+            file.display()
+        ),
+        _ => format!(
+            "`lsr matrix run FILE` produces them, FILE being the matrix whose `results` is {}",
+            lsr_files::resolved(dir)
+        ),
     }
 }
 

@@ -97,6 +97,45 @@ pub fn latest(dir: &Path) -> Result<Option<PathBuf>> {
     Ok(complete(dir)?.pop().map(|(_, path)| path))
 }
 
+/// The checkpoint a user names: a checkpoint directory, or `step-20` for `step-00000020`.
+/// Anything else is an error listing the checkpoints there are (in `path` itself when it is a
+/// checkpoints directory, else beside it).
+pub fn find(path: &Path) -> Result<PathBuf> {
+    if path.join(CONFIG).is_file() {
+        return Ok(path.to_path_buf());
+    }
+    let parent = path.parent().unwrap_or(Path::new("."));
+    let step = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.strip_prefix("step-"))
+        .and_then(|n| n.parse::<usize>().ok());
+    if let Some(step) = step {
+        let padded = parent.join(format!("step-{step:08}"));
+        if padded.join(CONFIG).is_file() {
+            return Ok(padded);
+        }
+    }
+    let dir = if path.is_dir() && !complete(path)?.is_empty() {
+        path
+    } else {
+        parent
+    };
+    let names: Vec<String> = complete(dir)?
+        .iter()
+        .filter_map(|(_, p)| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .collect();
+    let there = if names.is_empty() {
+        format!("{} holds none", lsr_files::resolved(dir))
+    } else {
+        format!("those in {}: {}", dir.display(), names.join(", "))
+    };
+    Err(TrainError::checkpoint(
+        path,
+        format!("not a training checkpoint (a `step-N` directory with {CONFIG}); {there}"),
+    ))
+}
+
 /// The trained weights of checkpoint `path` applied to `model` (the same backbone, rescaled the
 /// same way).
 pub fn restore_model(path: &Path, model: MaskedLm) -> Result<MaskedLm> {
@@ -125,9 +164,11 @@ pub fn restore(path: &Path, trainer: &mut Trainer) -> Result<RunState> {
     Ok(state)
 }
 
-/// Writes checkpoint `path` (a `step-N` directory) as a Hugging Face checkpoint in `out`: the
-/// backbone named by its config, rescaled as trained, with the checkpoint's weights.
+/// Writes checkpoint `path` (a `step-N` directory, as [`find`] takes it) as a Hugging Face
+/// checkpoint in `out`: the backbone named by its config, rescaled as trained, with the
+/// checkpoint's weights.
 pub fn export(path: &Path, out: &Path, device: &burn::prelude::Device) -> Result<()> {
+    let path = &find(path)?;
     let config = crate::config::TrainConfig::load(&path.join(CONFIG), &[])?;
     let recipe = &config.recipe;
     let max_length = recipe.query_max_length.max(recipe.document_max_length);

@@ -197,6 +197,20 @@ pub enum DataConfig {
     Jsonl { triples: PathBuf },
 }
 
+impl DataConfig {
+    /// The files training reads.
+    pub fn files(&self) -> Vec<&Path> {
+        match self {
+            Self::Triples { triples } | Self::Jsonl { triples } => vec![triples],
+            Self::IdTriples {
+                triples,
+                queries,
+                collection,
+            } => vec![triples, queries, collection],
+        }
+    }
+}
+
 impl TrainConfig {
     /// Reads `path`, applies `overrides` (`field.path=value`, the value read as TOML, else as a
     /// string), deserialises and validates.

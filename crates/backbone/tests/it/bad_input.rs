@@ -229,6 +229,51 @@ fn offline_hub_id_not_in_cache_says_what_to_download() {
     assert!(error.contains(cache.path().to_str().unwrap()), "{error}");
 }
 
+/// One rule for every command: a name that cannot be a hub id is a local path, and a missing
+/// one is "no such directory"; a name that can be one is looked up on the hub.
+#[test]
+fn a_name_that_cannot_be_a_hub_id_is_a_local_directory() {
+    let cache = tempfile::tempdir().unwrap();
+    let hub = HubSettings {
+        cache_dir: cache.path().to_path_buf(),
+        offline: true,
+    };
+    let error = |spec: &str| {
+        Checkpoint::resolve_with(spec, &hub)
+            .unwrap_err()
+            .to_string()
+    };
+    for spec in [
+        "./models/bert",
+        "/nonexistent/bert",
+        "data/synth/models/bert",
+        "../bert",
+        "~/bert",
+        "models/bert/",
+        "-bert",
+        "bert..base",
+        "org/bert@",
+    ] {
+        let message = error(spec);
+        assert!(
+            message.contains(&format!("{spec}: no such directory"))
+                && !message.contains("HF_HUB_OFFLINE"),
+            "{spec}: {message}"
+        );
+    }
+    for spec in [
+        "bert-base-uncased",
+        "answerdotai/ModernBERT-base@main",
+        "a.b/c_d",
+    ] {
+        let message = error(spec);
+        assert!(message.contains("HF_HUB_OFFLINE"), "{spec}: {message}");
+    }
+    let file = fixtures_dir().join("bert/config.json");
+    let message = error(file.to_str().unwrap());
+    assert!(message.contains("found a file"), "{message}");
+}
+
 #[test]
 fn hub_id_resolves_from_the_standard_cache_layout_offline() {
     let cache = tempfile::tempdir().unwrap();

@@ -1,5 +1,7 @@
 //! The `lsr` binary end to end on the fixture checkpoints.
 
+use std::path::{Path, PathBuf};
+
 use crate::common::{fixture, lsr, stdout_of};
 
 fn json_lines(output: &[u8]) -> Vec<serde_json::Value> {
@@ -207,21 +209,9 @@ fn k_suggest_divides_the_row_norm_by_the_reference_and_rounds_to_the_grid() {
 #[test]
 fn matrix_status_shows_each_finished_probe_and_run_k_from_probe_names_the_missing_ones() {
     let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().display();
     let matrix = dir.path().join("m.toml");
-    let backbone = |name: &str| format!("[[backbone]]\nname = \"{name}\"\ncheckpoint = \"x\"\n");
-    std::fs::write(
-        &matrix,
-        format!(
-            "name = \"m\"\nresults = \"{root}/results\"\ncheckpoints = \"{root}/c\"\n\
-             k = [1, 4]\n[eval]\ndata_root = \"{root}\"\ndatasets = [\"beir/scifact\"]\n\
-             tradeoff = \"beir/scifact\"\nbatch_size = 8\ntop_k = 10\n\
-             [data]\nformat = \"triples\"\ntriples = \"t.tsv\"\n{}{}",
-            backbone("bert"),
-            backbone("roberta")
-        ),
-    )
-    .unwrap();
+    crate::matrix::write_inputs(dir.path());
+    std::fs::write(&matrix, crate::matrix::matrix_text(&["bert", "roberta"])).unwrap();
     let run = |k, score| lsr_files::ProbeRun {
         k,
         steps: 5,
@@ -246,32 +236,56 @@ fn matrix_status_shows_each_finished_probe_and_run_k_from_probe_names_the_missin
         },
     };
     probe.write(&dir.path().join("results")).unwrap();
-    let text = String::from_utf8(stdout_of(lsr().args(["matrix", "status"]).arg(&matrix)));
-    let text = text.unwrap();
+    let status = |json: &[&str]| {
+        stdout_of(
+            lsr()
+                .args(["matrix", "status"])
+                .args(json)
+                .arg(&matrix)
+                .current_dir(dir.path()),
+        )
+    };
+    let text = String::from_utf8(status(&[])).unwrap();
     assert!(text.contains("bert-k4\tmissing"), "{text}");
     assert!(
         text.contains("probe bert\tk = 1\t(head-norm rule k = 4; nanobeir/nfcorpus nDCG@10 after 5 steps: k1 0.310, k4 -)"),
         "{text}"
     );
-    let out = stdout_of(lsr().args(["matrix", "status", "--json"]).arg(&matrix));
-    let json: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&status(&["--json"])).unwrap();
     assert_eq!(json["probes"], serde_json::json!({ "bert": 1.0 }));
     assert_eq!(json["cells"]["roberta-k1"], "missing");
     let stderr = error_of(
         lsr()
             .args(["matrix", "run", "--k-from", "probe"])
-            .arg(&matrix),
+            .arg(&matrix)
+            .current_dir(dir.path()),
     );
     assert!(stderr.contains("no finished probe for roberta"), "{stderr}");
 }
 
+/// The command named is one that works from where the report was asked: the committed matrix
+/// where there is one, never a file that does not exist.
 #[test]
-fn a_report_of_a_matrix_not_run_yet_says_so_and_names_the_command() {
+fn a_report_of_a_matrix_not_run_yet_says_so_and_names_a_command_that_exists() {
     let dir = tempfile::tempdir().unwrap();
-    let stderr = error_of(lsr().arg("report").arg(dir.path().join("table1")));
+    let repository = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let report = |from: &Path| {
+        error_of(
+            lsr()
+                .arg("report")
+                .arg(dir.path().join("table1"))
+                .current_dir(from),
+        )
+    };
+    let stderr = report(&repository);
     assert!(stderr.contains("no results yet"), "{stderr}");
     assert!(
         stderr.contains("lsr matrix run experiments/table1.toml"),
+        "{stderr}"
+    );
+    let stderr = report(dir.path());
+    assert!(
+        !stderr.contains("experiments/") && stderr.contains("lsr matrix run FILE"),
         "{stderr}"
     );
 }

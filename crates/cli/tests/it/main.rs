@@ -4,5 +4,7 @@
 mod cli;
 mod common;
 mod evaluate;
+mod matrix;
+mod paths;
 mod sentence_transformers;
 mod train;

@@ -262,12 +262,29 @@ fn an_exported_checkpoint_encodes_like_the_model_training_wrote() {
         .success();
     let out = dir.path().join("out");
     let exported = dir.path().join("exported");
+    // `step-10` names `step-00000010`; a name that is no checkpoint lists those there are.
     lsr()
         .arg("export")
-        .arg(out.join("checkpoints/step-00000010"))
+        .arg(out.join("checkpoints/step-10"))
         .arg(&exported)
         .assert()
         .success();
+    for wrong in ["checkpoints/step-7", "checkpoints", "checkpoints/model"] {
+        let output = lsr()
+            .arg("export")
+            .arg(out.join(wrong))
+            .arg(dir.path().join("not-written"))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            !output.status.success()
+                && stderr.contains("not a training checkpoint")
+                && stderr.contains("step-00000010")
+                && !stderr.contains("os error"),
+            "{wrong}: {stderr}"
+        );
+    }
     let encode = |checkpoint: &Path| {
         stdout_of(
             lsr()
