@@ -29,10 +29,9 @@ fn main() {
         commit.as_deref().unwrap_or("")
     );
     println!("cargo:rustc-env=LSR_BUILD_DIRTY={}", dirty.unwrap_or(false));
-    if commit.is_some() {
-        for path in watched(&root) {
-            println!("cargo:rerun-if-changed={}", path.display());
-        }
+    // Also when no commit was found: a first commit, or `git add` of this file, changes that.
+    for path in watched(&root) {
+        println!("cargo:rerun-if-changed={}", path.display());
     }
 }
 
