@@ -59,14 +59,9 @@ pub fn write_checkpoint_with(
         ] {
             let from = tokenizer_dir.join(file);
             if file == "tokenizer.json" || from.exists() {
-                let to = staging.join(file);
-                std::fs::copy(&from, &to).map_err(|e| {
-                    BackboneError::Checkpoint(format!(
-                        "copying {} to {}: {e}",
-                        from.display(),
-                        to.display()
-                    ))
-                })?;
+                // Read and written rather than copied: a copy would take the source's mode.
+                let bytes = std::fs::read(&from).map_err(|e| BackboneError::io(&from, e))?;
+                lsr_files::write_bytes(&staging.join(file), &bytes)?;
             }
         }
         extra(staging)
@@ -90,29 +85,44 @@ pub(crate) fn write_directory(out: &Path, fill: impl FnOnce(&Path) -> Result<()>
 
 pub(crate) fn write_json(path: &Path, value: &serde_json::Value) -> Result<()> {
     let text = serde_json::to_string_pretty(value).expect("JSON values serialise");
-    std::fs::write(path, text).map_err(|e| BackboneError::io(path, e))
+    Ok(lsr_files::write_bytes(path, text.as_bytes())?)
 }
 
-/// `model.safetensors`: f32 tensors under the family's names, PyTorch layout.
+/// `model.safetensors`: f32 tensors under the family's names, PyTorch layout. The layout
+/// `safetensors::serialize_to_file` writes (tensors by name, the header padded to 8 bytes),
+/// streamed through `lsr_files` rather than that function's own temporary file, whose mode
+/// (0600) would ignore the umask.
 pub(crate) fn write_safetensors(model: &MaskedLm, names: &TensorNames, path: &Path) -> Result<()> {
-    let tensors = hf_tensors(model, names)?;
-    let views = tensors
+    use safetensors::tensor::{Metadata, TensorInfo};
+    let mut tensors = hf_tensors(model, names)?;
+    tensors.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut offset = 0;
+    let infos = tensors
         .iter()
         .map(|(name, data)| {
-            let view = safetensors::tensor::TensorView::new(
-                safetensors::Dtype::F32,
-                data.shape().to_vec(),
-                data.as_bytes(),
-            )
-            .expect("shape and bytes of one f32 tensor agree");
-            (name.clone(), view)
+            let start = offset;
+            offset += data.as_bytes().len();
+            let info = TensorInfo {
+                dtype: safetensors::Dtype::F32,
+                shape: data.shape().to_vec(),
+                data_offsets: (start, offset),
+            };
+            (name.clone(), info)
         })
-        .collect::<Vec<_>>();
-    let metadata = HashMap::from([("format".to_string(), "pt".to_string())]);
-    safetensors::serialize_to_file(views, Some(metadata), path).map_err(|e| match e {
-        safetensors::SafeTensorError::IoError(io) => BackboneError::io(path, io),
-        other => BackboneError::Checkpoint(format!("{}: cannot write: {other}", path.display())),
-    })
+        .collect();
+    let format = HashMap::from([("format".to_string(), "pt".to_string())]);
+    let cannot = |what: String| BackboneError::Checkpoint(format!("{}: {what}", path.display()));
+    let metadata = Metadata::new(Some(format), infos).map_err(|e| cannot(e.to_string()))?;
+    let mut header = serde_json::to_vec(&metadata).map_err(|e| cannot(e.to_string()))?;
+    header.resize(header.len().next_multiple_of(8), b' ');
+    Ok(lsr_files::write_atomically(path, |out| {
+        out.write_all(&(header.len() as u64).to_le_bytes())?;
+        out.write_all(&header)?;
+        for (_, data) in &tensors {
+            out.write_all(data.as_bytes())?;
+        }
+        Ok(())
+    })?)
 }
 
 /// The model's parameters under their HF names, in PyTorch layout.

@@ -90,12 +90,12 @@ struct ReduceReport {
 #[derive(Args)]
 pub struct MatmulBench {
     /// Rows of the left operand (tokens).
-    #[arg(long, default_value_t = 32768)]
+    #[arg(long, default_value_t = 32768, value_parser = crate::values::at_least_one)]
     m: usize,
-    #[arg(long, default_value_t = 768)]
+    #[arg(long, default_value_t = 768, value_parser = crate::values::at_least_one)]
     k: usize,
     /// Columns of the result (the MLM head's vocabulary by default).
-    #[arg(long, default_value_t = 30522)]
+    #[arg(long, default_value_t = 30522, value_parser = crate::values::at_least_one)]
     n: usize,
     /// The right operand is the transpose of a `[n, k]` matrix, as lsr's linear and decoder
     /// weights are (PyTorch's layout).
@@ -106,7 +106,7 @@ pub struct MatmulBench {
     precision: Precision,
     #[arg(long, default_value_t = 2)]
     warmup: usize,
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = 10, value_parser = crate::values::at_least_one)]
     iterations: usize,
     #[arg(long)]
     device: Option<String>,
@@ -130,21 +130,21 @@ struct MatmulReport {
 
 #[derive(Args)]
 pub struct RetrieveBench {
-    #[arg(long, default_value_t = 1_000_000)]
+    #[arg(long, default_value_t = 1_000_000, value_parser = crate::values::at_least_one)]
     docs: usize,
-    #[arg(long, default_value_t = 30_000)]
+    #[arg(long, default_value_t = 30_000, value_parser = crate::values::at_least_one)]
     vocab: usize,
     /// Zipf draws per document (duplicates merge: 165 draws give ~120 non-zeros).
-    #[arg(long, default_value_t = 165)]
+    #[arg(long, default_value_t = 165, value_parser = crate::values::at_least_one)]
     doc_draws: usize,
     /// Zipf draws per query (35 give ~30 non-zeros).
-    #[arg(long, default_value_t = 35)]
+    #[arg(long, default_value_t = 35, value_parser = crate::values::at_least_one)]
     query_draws: usize,
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, value_parser = crate::values::positive::<f64>)]
     zipf_exponent: f64,
-    #[arg(long, default_value_t = 1000)]
+    #[arg(long, default_value_t = 1000, value_parser = crate::values::at_least_one)]
     queries: usize,
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = 10, value_parser = crate::values::at_least_one)]
     k: usize,
     /// Weights independent of the term (`uniform`) or light for frequent terms (`splade`).
     #[arg(long, value_enum, default_value_t = Shape::Uniform)]
@@ -180,14 +180,14 @@ struct RetrieveReport {
 
 #[derive(Args)]
 pub struct EncodeBench {
-    #[arg(long, default_value_t = 32)]
+    #[arg(long, default_value_t = 32, value_parser = crate::values::at_least_one)]
     batch: usize,
-    #[arg(long, default_value_t = 128)]
+    #[arg(long, default_value_t = 128, value_parser = crate::values::at_least_one)]
     seq_len: usize,
     /// Untimed batches first (kernel compilation, autotune, caches).
     #[arg(long, default_value_t = 1)]
     warmup: usize,
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = 5, value_parser = crate::values::at_least_one)]
     iterations: usize,
     /// flex, wgpu[:N] or cuda[:N]; default: `$LSR_DEVICE`, else the best backend that starts here.
     #[arg(long)]
@@ -197,7 +197,7 @@ pub struct EncodeBench {
     precision: Precision,
     /// Vocabulary terms per tile of the MLM head (at least the vocabulary: the whole `[B, L, V]`
     /// logits at once, as without tiles).
-    #[arg(long, default_value_t = lsr_splade::encoder::HEAD_TILE)]
+    #[arg(long, default_value_t = lsr_splade::encoder::HEAD_TILE, value_parser = crate::values::at_least_one)]
     head_tile: usize,
     #[arg(long)]
     json: bool,
@@ -206,16 +206,16 @@ pub struct EncodeBench {
 #[derive(Args)]
 pub struct TrainStepBench {
     /// Queries per step; each has one positive and one hard negative (2× documents).
-    #[arg(long, default_value_t = 8)]
+    #[arg(long, default_value_t = 8, value_parser = crate::values::at_least_one)]
     queries: usize,
-    #[arg(long, default_value_t = 32)]
+    #[arg(long, default_value_t = 32, value_parser = crate::values::at_least_one)]
     query_len: usize,
-    #[arg(long, default_value_t = 128)]
+    #[arg(long, default_value_t = 128, value_parser = crate::values::at_least_one)]
     document_len: usize,
     /// Untimed steps first (kernel compilation, autotune, caches).
     #[arg(long, default_value_t = 1)]
     warmup: usize,
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 3, value_parser = crate::values::at_least_one)]
     iterations: usize,
     /// flex, wgpu[:N] or cuda[:N]; default: `$LSR_DEVICE`, else the best backend that starts here.
     #[arg(long)]
@@ -312,9 +312,9 @@ fn retrieve(args: RetrieveBench) -> Result<()> {
     let report = RetrieveReport {
         docs: args.docs,
         queries: args.queries,
-        mean_doc_nonzeros: doc_nonzeros as f64 / args.docs.max(1) as f64,
+        mean_doc_nonzeros: doc_nonzeros as f64 / args.docs as f64,
         mean_query_nonzeros: queries.iter().map(|(_, v)| v.len()).sum::<usize>() as f64
-            / args.queries.max(1) as f64,
+            / args.queries as f64,
         threads: rayon_threads(),
         build_seconds,
         index_mib: index.memory_bytes() as f64 / (1024.0 * 1024.0),
@@ -397,7 +397,7 @@ fn train_step(args: TrainStepBench) -> Result<()> {
         query_len: args.query_len,
         document_len: args.document_len,
         iterations: args.iterations,
-        seconds_per_step: start.elapsed().as_secs_f64() / args.iterations.max(1) as f64,
+        seconds_per_step: start.elapsed().as_secs_f64() / args.iterations as f64,
         peak_rss_mib: peak_rss_mib(),
         device_reserved_mib: reserved_mib(&device),
     };
@@ -437,7 +437,7 @@ fn encode(args: EncodeBench) -> Result<()> {
     for _ in 0..args.iterations {
         step();
     }
-    let seconds = start.elapsed().as_secs_f64() / args.iterations.max(1) as f64;
+    let seconds = start.elapsed().as_secs_f64() / args.iterations as f64;
     let report = EncodeReport {
         device: format!("{device:?}"),
         precision: args.precision,

@@ -7,7 +7,7 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 use serde::Serialize;
 
-use lsr_eval::vectors::VectorWriter;
+use lsr_eval::vectors::{VectorWriter, Vocabulary};
 
 use crate::model::ModelArgs;
 
@@ -16,7 +16,7 @@ pub struct EncodeArgs {
     #[command(flatten)]
     model: ModelArgs,
     /// Truncate texts to this many tokens (special tokens included).
-    #[arg(long, default_value_t = 256)]
+    #[arg(long, default_value_t = 256, value_parser = crate::values::at_least_one)]
     max_length: usize,
     /// A text to encode (repeatable).
     #[arg(long = "text")]
@@ -29,11 +29,11 @@ pub struct EncodeArgs {
     #[arg(long)]
     json: bool,
     /// Terms shown per text in the plain output.
-    #[arg(long, default_value_t = 20)]
+    #[arg(long, default_value_t = 20, value_parser = crate::values::at_least_one)]
     top: usize,
-    #[arg(long, default_value_t = 32)]
+    #[arg(long, default_value_t = 32, value_parser = crate::values::at_least_one)]
     batch_size: usize,
-    /// Also write the vectors as an `LSRVEC1` file (ids: each text's 0-based position), for
+    /// Also write the vectors as an `LSRVEC2` file (ids: each text's 0-based position), for
     /// `lsr vectors export`.
     #[arg(long)]
     vectors: Option<PathBuf>,
@@ -63,13 +63,14 @@ pub fn run(args: EncodeArgs) -> Result<()> {
     let encoder = args.model.encoder(args.max_length)?;
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
+    let vocabulary = Vocabulary::of_encoder(&encoder).fingerprint();
     let mut file = args
         .vectors
         .as_deref()
-        .map(VectorWriter::create)
+        .map(|path| VectorWriter::create(path, &vocabulary))
         .transpose()?;
     let mut position = 0usize;
-    for chunk in texts.chunks(args.batch_size.max(1) * 8) {
+    for chunk in texts.chunks(args.batch_size * 8) {
         let refs: Vec<&str> = chunk.iter().map(String::as_str).collect();
         let vectors = encoder.encode(&refs, args.batch_size)?;
         for (text, vector) in refs.iter().zip(vectors) {

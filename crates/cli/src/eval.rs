@@ -29,17 +29,17 @@ pub struct EvalArgs {
     output: PathBuf,
     #[arg(long, value_delimiter = ',', default_values_t = ["mrr@10".to_string(), "ndcg@10".into(), "recall@100".into(), "recall@1000".into()])]
     measures: Vec<String>,
-    #[arg(long, default_value_t = 32)]
+    #[arg(long, default_value_t = 32, value_parser = crate::values::at_least_one)]
     batch_size: usize,
     /// Tokens per query, capped at the model's positions (naver/splade evaluates with the
     /// model's max_length, 256, whatever the training's query length).
-    #[arg(long, default_value_t = DEFAULT_MAX_LENGTH)]
+    #[arg(long, default_value_t = DEFAULT_MAX_LENGTH, value_parser = crate::values::at_least_one)]
     query_max_length: usize,
     /// Tokens per document, capped at the model's positions.
-    #[arg(long, default_value_t = DEFAULT_MAX_LENGTH)]
+    #[arg(long, default_value_t = DEFAULT_MAX_LENGTH, value_parser = crate::values::at_least_one)]
     document_max_length: usize,
     /// Documents retrieved per query.
-    #[arg(long, default_value_t = 1000)]
+    #[arg(long, default_value_t = 1000, value_parser = crate::values::at_least_one)]
     top_k: usize,
     /// Average over every judged query, those that retrieve nothing (an empty query vector)
     /// counting 0, as trec_eval -c and MS MARCO's official evaluation; `false`: over the
@@ -48,16 +48,11 @@ pub struct EvalArgs {
     complete: bool,
     /// Retrieve with integer impacts, round(weight × F) for documents and queries, as Anserini
     /// scores the vectors `lsr vectors export` writes (100 for its SPLADE regressions).
-    #[arg(long, value_name = "F")]
+    #[arg(long, value_name = "F", value_parser = crate::values::positive::<f32>)]
     quantize: Option<f32>,
 }
 
 pub fn run(args: EvalArgs) -> Result<()> {
-    if let Some(f) = args.quantize
-        && !(f.is_finite() && f > 0.0)
-    {
-        anyhow::bail!("--quantize must be finite and > 0, got {f}");
-    }
     let measures = Measure::parse_all(&args.measures)?;
     let mut datasets = Vec::new();
     for name in &args.datasets {

@@ -28,7 +28,7 @@ pub struct EvaluateArgs {
     #[arg(short = 'l', long, default_value_t = 1)]
     relevance_level: i32,
     /// Only the first N documents of each query, by score (trec_eval -M).
-    #[arg(short = 'M', long)]
+    #[arg(short = 'M', long, value_parser = crate::values::at_least_one)]
     max_docs: Option<usize>,
     /// Print every query's values too (trec_eval -q).
     #[arg(short = 'q', long)]

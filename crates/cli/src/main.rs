@@ -15,6 +15,7 @@ mod model;
 mod norms;
 mod report;
 mod train;
+mod values;
 mod vectors;
 
 use std::process::ExitCode;
@@ -69,8 +70,11 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    // SAFETY: first statement of `main`, before any thread exists.
-    unsafe { lsr_backbone::device::pin_implicit_default_to_host() };
+    // SAFETY: first statements of `main`, before any thread exists.
+    unsafe {
+        lsr_backbone::device::pin_implicit_default_to_host();
+        end_quietly_when_the_reader_goes_away();
+    }
     use tracing_subscriber::prelude::*;
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -88,6 +92,7 @@ fn main() -> ExitCode {
             !(lsr_backbone::device::probing() && meta.target().starts_with("cubecl"))
         }))
         .init();
+    lsr_files::set_built_from(built_from());
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Train(args) => train::run(args),
@@ -110,6 +115,29 @@ fn main() -> ExitCode {
             eprintln!("error: {}", render(&error));
             ExitCode::FAILURE
         }
+    }
+}
+
+/// The commit this binary was built from, as `build.rs` found it.
+fn built_from() -> Option<lsr_files::BuiltFrom> {
+    let commit = env!("LSR_BUILD_COMMIT");
+    (!commit.is_empty()).then(|| lsr_files::BuiltFrom {
+        commit: commit.into(),
+        dirty: env!("LSR_BUILD_DIRTY") == "true",
+    })
+}
+
+/// A reader that goes away (`lsr evaluate ... | head -1`) ends lsr as it ends `cat`: quietly, by
+/// SIGPIPE, at its next write to that pipe, whatever writes (a `println!` panics on the error,
+/// a `writeln!` returns it). The Rust runtime ignores SIGPIPE; this restores the default.
+///
+/// # Safety
+/// Before any other thread exists.
+unsafe fn end_quietly_when_the_reader_goes_away() {
+    #[cfg(unix)]
+    // SAFETY: setting a signal's disposition to its default, with no handler to run.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }
 

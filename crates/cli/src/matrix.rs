@@ -67,7 +67,7 @@ pub struct SlurmArgs {
     partition: Option<String>,
     #[arg(long, default_value_t = 1)]
     gpus: usize,
-    #[arg(long, default_value_t = 8)]
+    #[arg(long, default_value_t = 8, value_parser = crate::values::at_least_one)]
     cpus: usize,
     #[arg(long, default_value = "64G")]
     mem: String,
@@ -77,7 +77,7 @@ pub struct SlurmArgs {
     #[arg(long, default_value = "target/release/lsr")]
     lsr: String,
     /// At most this many cells at once.
-    #[arg(long)]
+    #[arg(long, value_parser = crate::values::at_least_one)]
     parallel: Option<usize>,
 }
 

@@ -13,7 +13,7 @@ pub struct ModelArgs {
     #[arg(long)]
     checkpoint: String,
     /// Divide the MLM-head decoder by k before encoding (the paper's rescaling).
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, value_parser = crate::values::scale)]
     k: f64,
     /// With a tied decoder, rescale an untied copy instead of the shared matrix.
     #[arg(long)]

@@ -4,8 +4,7 @@
 use anyhow::Result;
 use clap::{Args, Subcommand};
 use lsr_backbone::{
-    Backbone, HeadStats, PAPER_GRID, REFERENCE, REFERENCE_ROW_NORM, check_scale, parse_device,
-    suggest_k,
+    Backbone, HeadStats, PAPER_GRID, REFERENCE, REFERENCE_ROW_NORM, parse_device, suggest_k,
 };
 
 #[derive(Args)]
@@ -35,11 +34,11 @@ pub struct SuggestArgs {
     #[arg(required = true)]
     checkpoints: Vec<String>,
     /// The k to choose from.
-    #[arg(long, value_delimiter = ',', default_values_t = PAPER_GRID)]
+    #[arg(long, value_delimiter = ',', default_values_t = PAPER_GRID, value_parser = crate::values::scale)]
     grid: Vec<f64>,
     /// A mean row norm known to train well, instead of ModernBERT-base's 2.553 / 16 (e.g. what
     /// `lsr norms` prints for a backbone that trains well at k = 1).
-    #[arg(long)]
+    #[arg(long, value_parser = crate::values::positive::<f64>)]
     reference_norm: Option<f64>,
     /// One JSON object per checkpoint instead of a table.
     #[arg(long)]
@@ -63,13 +62,9 @@ fn head_stats(checkpoints: &[String], device: Option<&str>) -> Result<Vec<HeadSt
 
 pub fn suggest(command: KCommand) -> Result<()> {
     let KCommand::Suggest(args) = command;
-    for &k in &args.grid {
-        check_scale(k)?;
-    }
     let given;
     let reference = match args.reference_norm {
         Some(norm) => {
-            check_scale(norm).map_err(|_| anyhow::anyhow!("--reference-norm must be > 0"))?;
             given = format!("--reference-norm {norm}");
             (norm, given.as_str())
         }

@@ -7,7 +7,7 @@ use anyhow::{Result, bail};
 use clap::{Args, ValueEnum};
 use lsr_files::probe::PROBE_DIR;
 use lsr_report::kchoice::write_k_choice;
-use lsr_report::{Part, write_report};
+use lsr_report::{Part, ReportError, write_report};
 
 #[derive(Clone, Copy, PartialEq, ValueEnum)]
 enum PartArg {
@@ -34,9 +34,17 @@ pub struct ReportArgs {
 pub fn run(args: ReportArgs) -> Result<()> {
     if let [results] = args.results.as_slice() {
         let out = args.out.unwrap_or_else(|| results.join("report"));
-        let parts = parts(&args.only, results.join(PROBE_DIR).exists());
-        for path in write_report(results, &out, &parts)? {
+        for path in write_report(results, &out, &parts(&args.only))? {
             println!("{}", path.display());
+        }
+        // Unasked, the choice of k is reported where the matrix was probed, and its absence
+        // said rather than refused while the grid is still running.
+        if args.only.is_empty() && results.join(PROBE_DIR).exists() {
+            match write_k_choice(std::slice::from_ref(results), &out) {
+                Ok(paths) => paths.iter().for_each(|p| println!("{}", p.display())),
+                Err(ReportError::Nothing { part, why }) => eprintln!("note: no {part} yet: {why}"),
+                Err(error) => return Err(error.into()),
+            }
         }
         return Ok(());
     }
@@ -53,13 +61,10 @@ pub fn run(args: ReportArgs) -> Result<()> {
     Ok(())
 }
 
-fn parts(only: &[PartArg], probed: bool) -> Vec<Part> {
+/// The parts asked for; unasked, those every matrix has.
+fn parts(only: &[PartArg]) -> Vec<Part> {
     if only.is_empty() {
-        let all = [Part::Table, Part::Losses, Part::Tradeoff];
-        return all
-            .into_iter()
-            .chain(probed.then_some(Part::KChoice))
-            .collect();
+        return vec![Part::Table, Part::Losses, Part::Tradeoff];
     }
     only.iter()
         .map(|p| match p {

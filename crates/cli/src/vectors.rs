@@ -7,6 +7,7 @@ use anyhow::Result;
 use clap::{Args, Subcommand, ValueEnum};
 use lsr_backbone::{Checkpoint, ModelConfig, TextTokenizer};
 use lsr_eval::export::{DEFAULT_QUANTIZE, Format, export};
+use lsr_eval::vectors::Vocabulary;
 
 #[derive(Subcommand)]
 pub enum VectorsCommand {
@@ -16,10 +17,11 @@ pub enum VectorsCommand {
 
 #[derive(Args)]
 pub struct ExportArgs {
-    /// An `LSRVEC1` file: `<eval output>/<data set>/corpus.vectors` or `queries.vectors`, or
-    /// what `lsr encode --vectors` wrote.
+    /// A vector file: `<eval output>/<data set>/corpus.vectors` or `queries.vectors`, or what
+    /// `lsr encode --vectors` wrote.
     vectors: PathBuf,
-    /// The model that encoded them: its tokenizer names the terms.
+    /// The model that encoded them: its tokenizer names the terms (another model's is refused;
+    /// a file of the first format, `LSRVEC1`, records none to check against).
     #[arg(long)]
     checkpoint: String,
     #[arg(long, value_enum)]
@@ -29,7 +31,7 @@ pub struct ExportArgs {
     out: PathBuf,
     /// Integer impacts are round(weight × this) (Anserini, CIFF; 100 as the SPLADE corpora
     /// of Anserini's regressions).
-    #[arg(long, default_value_t = DEFAULT_QUANTIZE)]
+    #[arg(long, default_value_t = DEFAULT_QUANTIZE, value_parser = crate::values::positive::<f32>)]
     quantize: f32,
 }
 
@@ -53,17 +55,12 @@ pub fn run(command: VectorsCommand) -> Result<()> {
         FormatArg::Seismic => Format::Seismic,
         FormatArg::Ciff => Format::Ciff,
     };
-    if !(args.quantize.is_finite() && args.quantize > 0.0) {
-        anyhow::bail!("--quantize must be finite and > 0, got {}", args.quantize);
-    }
     // The tokenizer names the terms; the weights are not needed.
     let checkpoint = Checkpoint::resolve(&args.checkpoint)?;
     let dims = ModelConfig::read(&checkpoint.config)?.dims;
     let tokenizer =
         TextTokenizer::from_file(&checkpoint.tokenizer, dims.pad_token_id, dims.vocab_size, 8)?;
-    let vocabulary: Vec<String> = (0..dims.vocab_size as u32)
-        .map(|id| tokenizer.token(id).unwrap_or_else(|| format!("[{id}]")))
-        .collect();
+    let vocabulary = Vocabulary::of(&tokenizer, dims.vocab_size, &checkpoint.name);
     let written = export(&args.vectors, &vocabulary, format, args.quantize, &args.out)?;
     eprintln!("{written} vectors → {}", args.out.display());
     Ok(())

@@ -18,6 +18,8 @@
 use std::io::Write;
 use std::path::Path;
 
+use lsr_files::AtomicFile;
+
 use crate::error::{DataError, Result};
 use crate::synthetic::splitmix64;
 
@@ -167,15 +169,8 @@ pub fn write_synthetic(spec: &SynthSpec, out: &Path) -> Result<()> {
                 .into(),
         ));
     }
-    let file = |path: &Path| -> Result<std::io::BufWriter<std::fs::File>> {
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| DataError::io(parent, e))?;
-        }
-        Ok(std::io::BufWriter::new(
-            std::fs::File::create(path).map_err(|e| DataError::io(path, e))?,
-        ))
-    };
-    let write = |w: &mut std::io::BufWriter<std::fs::File>, path: &Path, line: String| {
+    let file = |path: &Path| -> Result<AtomicFile> { Ok(AtomicFile::create(path)?) };
+    let write = |w: &mut AtomicFile, path: &Path, line: String| {
         writeln!(w, "{line}").map_err(|e| DataError::io(path, e))
     };
 
@@ -184,7 +179,7 @@ pub fn write_synthetic(spec: &SynthSpec, out: &Path) -> Result<()> {
     for word in vocabulary(spec) {
         write(&mut vocab, &vocab_path, word)?;
     }
-    vocab.flush().map_err(|e| DataError::io(&vocab_path, e))?;
+    vocab.commit()?;
 
     let mut draws = Draws::new(spec.seed, 0);
     let train = collection(spec, &mut draws);
@@ -209,9 +204,7 @@ pub fn write_synthetic(spec: &SynthSpec, out: &Path) -> Result<()> {
         );
         write(&mut triples, &triples_path, line)?;
     }
-    triples
-        .flush()
-        .map_err(|e| DataError::io(&triples_path, e))?;
+    triples.commit()?;
 
     for (set, (name, queries)) in spec.test_sets.iter().enumerate() {
         let mut draws = Draws::new(spec.seed, set as u64 + 1);
@@ -232,12 +225,8 @@ pub fn write_synthetic(spec: &SynthSpec, out: &Path) -> Result<()> {
             write(&mut query_file, &queries_path, line.to_string())?;
             write(&mut qrels, &qrels_path, format!("q{q}\td{target}\t1"))?;
         }
-        for (w, path) in [
-            (&mut corpus, &corpus_path),
-            (&mut query_file, &queries_path),
-            (&mut qrels, &qrels_path),
-        ] {
-            w.flush().map_err(|e| DataError::io(path, e))?;
+        for written in [corpus, query_file, qrels] {
+            written.commit()?;
         }
     }
     Ok(())

@@ -1,8 +1,9 @@
-//! Sparse vectors (an `LSRVEC1` file of `lsr eval` or `lsr encode`) in the formats search
+//! Sparse vectors (a vector file of `lsr eval` or `lsr encode`) in the formats search
 //! engines index: Anserini's `JsonVectorCollection` (integer impacts) and its pre-tokenised
 //! query TSV, Seismic's JSONL (float weights), and CIFF, the protobuf interchange format PISA
 //! and others import. Each streams the vector file (CIFF in as many passes as its memory budget
-//! needs), writes atomically, and names terms by the model's vocabulary.
+//! needs), writes atomically, and names terms by the model's vocabulary, which must be the one
+//! the vector file records.
 
 use std::io::Write;
 use std::path::Path;
@@ -10,7 +11,7 @@ use std::path::Path;
 use prost::Message;
 
 use crate::error::{EvalError, Result};
-use crate::vectors::read_vectors;
+use crate::vectors::{Vocabulary, check_vocabulary, read_vectors};
 
 /// Anserini's factor for SPLADE impacts: the published SPLADE corpora are `round(w × 100)`.
 pub const DEFAULT_QUANTIZE: f32 = 100.0;
@@ -33,16 +34,18 @@ pub enum Format {
     Ciff,
 }
 
-/// Writes the vectors of `vectors` to `out` in `format`; `vocabulary[id]` is term `id`'s
+/// Writes the vectors of `vectors` to `out` in `format`; `vocabulary.tokens[id]` is term `id`'s
 /// string. Returns the number of vectors written.
 pub fn export(
     vectors: &Path,
-    vocabulary: &[String],
+    vocabulary: &Vocabulary,
     format: Format,
     factor: f32,
     out: &Path,
 ) -> Result<usize> {
-    check_vocabulary(vocabulary, format)?;
+    check_tokens(&vocabulary.tokens, format)?;
+    check_vocabulary(vectors, vocabulary)?;
+    let vocabulary = vocabulary.tokens.as_slice();
     let term = |id: u32| -> Result<&str> {
         vocabulary
             .get(id as usize)
@@ -120,7 +123,7 @@ fn write_out(out: &Path, fill: impl FnOnce(&mut dyn Write) -> Result<()>) -> Res
 }
 
 /// Anserini splits the pseudo-documents and queries it is given on whitespace.
-fn check_vocabulary(vocabulary: &[String], format: Format) -> Result<()> {
+fn check_tokens(vocabulary: &[String], format: Format) -> Result<()> {
     if matches!(format, Format::AnseriniDocuments | Format::AnseriniQueries)
         && let Some(token) = vocabulary
             .iter()
@@ -335,8 +338,11 @@ mod tests {
 
     const VOCABULARY: [&str; 6] = ["[PAD]", "the", "##ing", "egg", "capital", "rome"];
 
-    fn vocabulary() -> Vec<String> {
-        VOCABULARY.map(String::from).to_vec()
+    fn vocabulary() -> Vocabulary {
+        Vocabulary {
+            model: "models/test".into(),
+            tokens: VOCABULARY.map(String::from).to_vec(),
+        }
     }
 
     fn vectors() -> Vectors {
@@ -352,7 +358,7 @@ mod tests {
 
     fn write(dir: &Path) -> std::path::PathBuf {
         let path = dir.join("corpus.vectors");
-        let mut writer = VectorWriter::create(&path).unwrap();
+        let mut writer = VectorWriter::create(&path, &vocabulary().fingerprint()).unwrap();
         for (id, terms) in vectors() {
             let terms: Vec<(u32, f32)> = terms.into_iter().collect();
             writer.write(&id, &terms).unwrap();
@@ -432,7 +438,7 @@ mod tests {
         let input = write(dir.path());
         for budget in [usize::MAX, 1] {
             let out = dir.path().join("index.ciff");
-            write_ciff(&input, &vocabulary(), DEFAULT_QUANTIZE, budget, &out).unwrap();
+            write_ciff(&input, &vocabulary().tokens, DEFAULT_QUANTIZE, budget, &out).unwrap();
             let bytes = std::fs::read(&out).unwrap();
             let mut buf = bytes.as_slice();
             let header = Header::decode_length_delimited(&mut buf).unwrap();
@@ -472,7 +478,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let input = write(dir.path());
         let mut vocabulary = vocabulary();
-        vocabulary[3] = "two words".into();
+        vocabulary.tokens[3] = "two words".into();
         let error = export(
             &input,
             &vocabulary,

@@ -22,7 +22,7 @@ use crate::error::Result;
 use crate::flops::{Sparsity, sparsity};
 use crate::index::{IndexBuilder, InvertedIndex, Sparse};
 use crate::metrics::{Evaluation, Measure, evaluate};
-use crate::vectors::VectorWriter;
+use crate::vectors::{Fingerprint, VectorWriter, Vocabulary};
 use lsr_data::Dataset;
 use lsr_data::Qrels;
 use lsr_files::write_json;
@@ -127,9 +127,10 @@ pub fn evaluate_dataset(
 ) -> Result<DatasetReport> {
     let settings = &settings.within(encoder.backbone.config.dims.max_positions, &dataset.name);
     let start = Instant::now();
-    let index = index_corpus(encoder, dataset, settings, out_dir)?;
+    let vocabulary = Vocabulary::of_encoder(encoder).fingerprint();
+    let index = index_corpus(encoder, dataset, settings, &vocabulary, out_dir)?;
     let (queries, qrels) = dataset.queries_and_qrels()?;
-    let queries = encode_queries(encoder, queries, settings, out_dir)?;
+    let queries = encode_queries(encoder, queries, settings, &vocabulary, out_dir)?;
     let flops_queries = encode_flops_queries(encoder, dataset, settings)?;
     let encode_seconds = start.elapsed().as_secs_f64();
     let evaluation = retrieve_and_evaluate(dataset, &index, &queries, &qrels, settings, out_dir)?;
@@ -230,11 +231,12 @@ fn impacts(terms: &[(u32, f32)], quantize: Option<f32>) -> std::borrow::Cow<'_, 
 }
 
 /// Encodes the corpus, streamed in windows sorted by length, into the inverted index and
-/// `corpus.vectors`.
+/// `corpus.vectors` (whose terms `vocabulary` names).
 fn index_corpus(
     encoder: &SpladeEncoder,
     dataset: &Dataset,
     settings: &EvalSettings,
+    vocabulary: &Fingerprint,
     out_dir: &Path,
 ) -> Result<InvertedIndex> {
     let tokenizer = encoder
@@ -243,7 +245,7 @@ fn index_corpus(
         .with_max_length(settings.document_max_length)?;
     let progress = progress_bar(&format!("{} corpus", dataset.name));
     let mut builder = IndexBuilder::new(encoder.backbone.config.dims.vocab_size);
-    let mut writer = VectorWriter::create(&out_dir.join("corpus.vectors"))?;
+    let mut writer = VectorWriter::create(&out_dir.join("corpus.vectors"), vocabulary)?;
     let mut window: Vec<(String, String)> = Vec::with_capacity(SORT_WINDOW);
     let mut flush = |window: &mut Vec<(String, String)>| -> Result<()> {
         encode_by_length(
@@ -294,11 +296,13 @@ fn encode_by_length(
     Ok(())
 }
 
-/// The queries' sparse vectors, by query id, also written to `queries.vectors`.
+/// The queries' sparse vectors, by query id, also written to `queries.vectors` (whose terms
+/// `vocabulary` names).
 fn encode_queries(
     encoder: &SpladeEncoder,
     queries: Vec<(String, String)>,
     settings: &EvalSettings,
+    vocabulary: &Fingerprint,
     out_dir: &Path,
 ) -> Result<QueryVectors> {
     let tokenizer = encoder
@@ -307,7 +311,7 @@ fn encode_queries(
         .with_max_length(settings.query_max_length)?;
     let texts: Vec<&str> = queries.iter().map(|(_, t)| t.as_str()).collect();
     let vectors = encoder.encode_with(&tokenizer, &texts, settings.batch_size)?;
-    let mut writer = VectorWriter::create(&out_dir.join("queries.vectors"))?;
+    let mut writer = VectorWriter::create(&out_dir.join("queries.vectors"), vocabulary)?;
     let queries: QueryVectors = queries
         .into_iter()
         .zip(vectors)

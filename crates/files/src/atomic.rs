@@ -1,9 +1,10 @@
 //! The rule every writer of a result follows: write beside the target, then rename over it, so
 //! an interrupted process never leaves a half-written file or directory under the real name and
-//! a reader sees the old version or the new one.
+//! a reader sees the old version or the new one; and every file gets the mode the umask gives
+//! (as `File::create` would), whoever writes it.
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::{FileError, Result};
 
@@ -13,16 +14,55 @@ pub fn write_atomically(
     path: &Path,
     fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
 ) -> Result<()> {
-    let io = |source| FileError::io(path, source);
-    let mut tmp = temporary_beside(path).map_err(io)?;
-    {
-        let mut out = std::io::BufWriter::new(tmp.as_file_mut());
-        fill(&mut out).map_err(io)?;
-        out.flush().map_err(io)?;
+    let mut file = AtomicFile::create(path)?;
+    fill(&mut file).map_err(|e| FileError::io(path, e))?;
+    file.commit()
+}
+
+/// A file written over time (records as they are produced) beside `path`, which it becomes
+/// only on [`commit`](Self::commit); dropped uncommitted, it disappears.
+pub struct AtomicFile {
+    path: PathBuf,
+    out: std::io::BufWriter<tempfile::NamedTempFile>,
+}
+
+impl AtomicFile {
+    /// Starts the file that will be `path` (creating its directory).
+    pub fn create(path: &Path) -> Result<Self> {
+        let tmp = temporary_beside(path).map_err(|e| FileError::io(path, e))?;
+        Ok(Self {
+            path: path.to_path_buf(),
+            out: std::io::BufWriter::with_capacity(1 << 20, tmp),
+        })
     }
-    tmp.as_file().sync_all().map_err(io)?;
-    tmp.persist(path).map_err(|e| io(e.error))?;
-    Ok(())
+
+    /// Where the file will appear.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Flushes and syncs the bytes written, then renames the file to its path.
+    pub fn commit(self) -> Result<()> {
+        let io = |source| FileError::io(&self.path, source);
+        let tmp = self.out.into_inner().map_err(|e| io(e.into_error()))?;
+        tmp.as_file().sync_all().map_err(io)?;
+        tmp.persist(&self.path).map_err(|e| io(e.error))?;
+        Ok(())
+    }
+}
+
+impl Write for AtomicFile {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.out.write(bytes)
+    }
+
+    fn write_all(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.out.write_all(bytes)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.out.flush()
+    }
 }
 
 /// For writers that take only a path (image encoders): `write` fills a temporary path beside
@@ -39,8 +79,9 @@ pub fn write_through_path<E: From<FileError>>(
 }
 
 /// A hidden temporary file in `path`'s directory (created if missing), with `path`'s extension
-/// and the permissions a plain `File::create` would give (tempfile's own default, 0600, would
-/// hide results from the group on a shared machine).
+/// and the permissions a plain `File::create` would give: 0666 less the umask, the one rule for
+/// the mode of every file lsr writes (tempfile's own default, 0600, would hide results from the
+/// group on a shared machine).
 fn temporary_beside(path: &Path) -> std::io::Result<tempfile::NamedTempFile> {
     let dir = path
         .parent()
@@ -126,6 +167,90 @@ mod tests {
                 .permissions()
         };
         assert_eq!(mode("metrics.json"), mode("plain"));
+    }
+
+    /// The ways to create a file other than these helpers, and the only places they may
+    /// appear (outside tests), with why.
+    const OTHER_WRITERS: [&str; 6] = [
+        "File::create",
+        "fs::write(",
+        "fs::copy(",
+        "NamedTempFile",
+        "serialize_to_file",
+        "OpenOptions",
+    ];
+    const ALLOWED: [(&str, &str); 6] = [
+        ("files/src/atomic.rs", "the helpers"),
+        (
+            "files/src/lock.rs",
+            "a lock file, never renamed, created 0666 less the umask",
+        ),
+        (
+            "files/src/small_disk.rs",
+            "test support: the file that fills the disk",
+        ),
+        (
+            "train/src/log.rs",
+            "appends rows to the log `write_bytes` wrote",
+        ),
+        (
+            "data/src/fetch.rs",
+            "a download's scratch copy, removed once its members are installed",
+        ),
+        (
+            "fuzz/src/lib.rs",
+            "the fuzzer's inputs, in a scratch directory",
+        ),
+    ];
+
+    /// Every file lsr writes goes through this module, so that it is atomic and gets the
+    /// umask's mode: no other way of creating a file appears in the workspace's code outside
+    /// tests and `ALLOWED`.
+    #[test]
+    fn no_code_creates_files_around_these_helpers() {
+        let crates = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let mut sources = Vec::new();
+        let mut dirs = vec![crates.clone()];
+        while let Some(dir) = dirs.pop() {
+            for entry in std::fs::read_dir(&dir).unwrap() {
+                let path = entry.unwrap().path();
+                let name = path.file_name().unwrap().to_string_lossy();
+                if path.is_dir() && !["target", "libfuzzer", "tests"].contains(&&*name) {
+                    dirs.push(path);
+                } else if name.ends_with(".rs") && path.components().any(|c| c.as_os_str() == "src")
+                {
+                    sources.push(path);
+                }
+            }
+        }
+        assert!(sources.len() > 50, "{} sources", sources.len());
+        let mut found = Vec::new();
+        for path in sources {
+            let relative = path
+                .strip_prefix(&crates)
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
+            if ALLOWED.iter().any(|(file, _)| relative == *file) {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            let code = text.split("#[cfg(test)]").next().unwrap();
+            for (number, line) in code.lines().enumerate() {
+                let written = OTHER_WRITERS.iter().any(|way| {
+                    line.match_indices(way).any(|(at, _)| {
+                        !line[..at].ends_with(|c: char| c.is_alphanumeric() || c == '_')
+                    })
+                });
+                if written && !line.trim_start().starts_with("//") {
+                    found.push(format!("{relative}:{}: {}", number + 1, line.trim()));
+                }
+            }
+        }
+        assert!(
+            found.is_empty(),
+            "files written around lsr_files: {found:#?}"
+        );
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! | file | written by | meaning |
 //! |---|---|---|
 //! | `config.toml`, `train.csv`, `status.json` | training | see `status` and `lsr-train` |
-//! | `cell.json` | the matrix, first | backbone, k, checkpoint and its hub commit, git commit, crate versions, device |
+//! | `cell.json` | the matrix, first | backbone, k, checkpoint and its hub commit, the commit lsr was built from, crate versions, device |
 //! | `eval/<dataset>/` | evaluation | vectors, run, metrics, per-query metrics |
 //! | `metrics.json` | the matrix, last | every data set's report: the cell is done (or, after a collapse, evaluated) |
 //! | `failure.json` | the matrix | the error that stopped the cell (removed when retried) |
@@ -55,7 +55,11 @@ pub struct CellInfo {
     /// The hub commit `checkpoint` resolved to, for a hub id (pin it with `id@commit`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checkpoint_revision: Option<String>,
+    /// The commit lsr was built from (`crate::provenance`), if built in its git checkout.
     pub git_commit: Option<String>,
+    /// Whether the sources built differed from `git_commit`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub git_dirty: Option<bool>,
     pub lsr_version: String,
     pub burn_version: String,
     pub device: String,
@@ -87,16 +91,4 @@ pub fn cell_state(dir: &Path) -> Result<CellState> {
         // A finished training run still to be evaluated is in progress.
         Some(_) => CellState::Running,
     })
-}
-
-/// The commit of the git checkout lsr runs in, if it runs in one (recorded with results).
-pub fn git_commit() -> Option<String> {
-    let output = std::process::Command::new("git")
-        .args(["rev-parse", "HEAD"])
-        .output()
-        .ok()?;
-    output
-        .status
-        .success()
-        .then(|| String::from_utf8_lossy(&output.stdout).trim().to_string())
 }

@@ -1,23 +1,28 @@
 //! The files lsr's stages hand each other, and the one rule for writing them: a file or a
 //! directory appears complete under its name or not at all. It owns that rule (`atomic`), a
 //! training run's `status.json` (`status`), a cell's results directory with the state its
-//! files imply (`layout`), the rule of one writer per output (`lock`), and a backbone's choice
-//! of k before its full runs (`probe`), and how a path relative to the working directory is
-//! shown (`resolved`). It compiles no tensor code, so the report reads results without burn.
-//! With the `small-disk` feature, tests get a small tmpfs to fill (`small_disk`).
+//! files imply (`layout`), the rule of one writer per output (`lock`), a backbone's choice of k
+//! before its full runs (`probe`), how a path relative to the working directory is shown
+//! (`resolved`), and the commit lsr was built from (`provenance`). It compiles no tensor code,
+//! so the report reads results without burn. With the `small-disk` feature, tests get a small
+//! tmpfs to fill (`small_disk`).
 
 pub mod atomic;
 pub mod layout;
 pub mod lock;
 pub mod probe;
+pub mod provenance;
 #[cfg(feature = "small-disk")]
 pub mod small_disk;
 pub mod status;
 
-pub use atomic::{write_atomically, write_bytes, write_directory, write_json, write_through_path};
-pub use layout::{CellInfo, CellState, cell_state, git_commit};
+pub use atomic::{
+    AtomicFile, write_atomically, write_bytes, write_directory, write_json, write_through_path,
+};
+pub use layout::{CellInfo, CellState, cell_state};
 pub use lock::OutputLock;
 pub use probe::{KSuggestion, Probe, ProbeRun};
+pub use provenance::{BuiltFrom, built_from, set_built_from};
 pub use status::{RunStatus, StatusFile};
 
 use std::path::{Path, PathBuf};

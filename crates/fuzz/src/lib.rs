@@ -256,7 +256,7 @@ pub fn triples(data: &[u8]) {
     }
 }
 
-/// An `LSRVEC1` sparse-vector file.
+/// A sparse-vector file (`LSRVEC2`, or the older `LSRVEC1`).
 pub fn vectors(data: &[u8]) {
     let _ = lsr_eval::vectors::read_vectors(&scratch_file("corpus.vectors", data), |_, _| Ok(()));
 }

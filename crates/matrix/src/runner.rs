@@ -12,7 +12,7 @@ use lsr_train::Outcome;
 use serde::Serialize;
 
 use lsr_files::layout::{FAILURE, INFO, MATRIX, METRICS};
-use lsr_files::{CellInfo, CellState, OutputLock, git_commit};
+use lsr_files::{CellInfo, CellState, OutputLock, built_from};
 
 use crate::cell::Cell;
 use crate::error::{MatrixError, Result};
@@ -133,13 +133,15 @@ fn run_cell(matrix: &Matrix, cell: &Cell) -> Result<CellState> {
     let checkpoint = &cell.config.model.checkpoint;
     let revision = Checkpoint::resolve(checkpoint)?.revision;
     check_same_revision(cell, revision.as_deref())?;
+    let built = built_from();
     let info = CellInfo {
         id: cell.id.clone(),
         backbone: cell.backbone.clone(),
         k: cell.k,
         checkpoint: checkpoint.clone(),
         checkpoint_revision: revision,
-        git_commit: git_commit(),
+        git_dirty: built.as_ref().map(|b| b.dirty),
+        git_commit: built.map(|b| b.commit),
         lsr_version: env!("CARGO_PKG_VERSION").into(),
         burn_version: BURN_VERSION.into(),
         device: format!("{device:?}"),

@@ -14,6 +14,9 @@ pub enum ReportError {
     NoResults { dir: PathBuf, how: String },
     #[error("{path}: drawing failed: {message}")]
     Plot { path: PathBuf, message: String },
+    /// A part of the report with no row to show: refused rather than written empty.
+    #[error("{part}: nothing to report: {why}")]
+    Nothing { part: &'static str, why: String },
 }
 
 pub type Result<T, E = ReportError> = std::result::Result<T, E>;

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use lsr_files::{CellState, Probe};
 use polars::prelude::*;
 
-use crate::error::Result;
+use crate::error::{ReportError, Result};
 use crate::results::MatrixResults;
 use crate::table::{write_bytes, write_csv};
 
@@ -162,7 +162,8 @@ pub fn summarise(rows: &[KChoiceRow]) -> Vec<Summary> {
         .collect()
 }
 
-/// Writes `k-choice.md`, `k-choice.csv` and the figure for the runs in `results`.
+/// Writes `k-choice.md`, `k-choice.csv` and the figure for the runs in `results`; refuses
+/// (`ReportError::Nothing`) when no backbone of any run has a row, rather than a table of zeros.
 pub fn write_k_choice(results: &[PathBuf], out: &Path) -> Result<Vec<PathBuf>> {
     let mut all = Vec::new();
     let mut left_out = Vec::new();
@@ -170,6 +171,21 @@ pub fn write_k_choice(results: &[PathBuf], out: &Path) -> Result<Vec<PathBuf>> {
         let (rows, missing) = rows(&MatrixResults::read(dir)?)?;
         all.extend(rows);
         left_out.extend(missing);
+    }
+    if all.is_empty() {
+        let dirs: Vec<String> = results.iter().map(|r| r.display().to_string()).collect();
+        let mut why = format!(
+            "no backbone has both a finished probe (`lsr matrix probe`) and a fully evaluated \
+             grid (`lsr matrix run`) in {}",
+            dirs.join(", ")
+        );
+        if !left_out.is_empty() {
+            why += &format!(" (left out: {})", left_out.join("; "));
+        }
+        return Err(ReportError::Nothing {
+            part: "k-choice",
+            why,
+        });
     }
     let summary = summarise(&all);
     let mut written = vec![
@@ -179,9 +195,7 @@ pub fn write_k_choice(results: &[PathBuf], out: &Path) -> Result<Vec<PathBuf>> {
         )?,
         write_csv(&out.join("k-choice.csv"), frame(&all))?,
     ];
-    if !all.is_empty() {
-        written.extend(crate::plots::k_choice(&all, out)?);
-    }
+    written.extend(crate::plots::k_choice(&all, out)?);
     Ok(written)
 }
 

@@ -3,7 +3,7 @@
 //! validation nDCG@10 of the cells that validated (the best pass of each marked), and the
 //! effectiveness/efficiency trade-off (mean nDCG@10 of the trade-off set against FLOPs, log x:
 //! one marker per cell, its colour the backbone's and its shape the k's, each backbone's best k
-//! ringed), and how k is chosen (each grid's best k and the probe's against the head norm, the
+//! ringed, the cells with 0 FLOPs named under it), and how k is chosen (each grid's best k and the probe's against the head norm, the
 //! head-norm rule drawn over them).
 
 use std::path::{Path, PathBuf};
@@ -321,6 +321,14 @@ fn tick(x: f64) -> String {
 
 /// `tradeoff.png` / `tradeoff.svg`.
 pub fn tradeoff(matrix: &MatrixResults, out: &Path) -> Result<Vec<PathBuf>> {
+    let unplaced = without_flops(matrix);
+    if !unplaced.is_empty() {
+        tracing::warn!(
+            "the trade-off figure has no place for cells with 0 FLOPs on its log axis; it names \
+             them under the plot: {}",
+            unplaced.join(", ")
+        );
+    }
     both_formats(
         out,
         "tradeoff",
@@ -330,7 +338,24 @@ pub fn tradeoff(matrix: &MatrixResults, out: &Path) -> Result<Vec<PathBuf>> {
     )
 }
 
-/// (k, FLOPs, nDCG@10) of a backbone's done cells, in k order.
+/// The evaluated cells a log FLOPs axis has no place for (0 FLOPs: every query or document
+/// vector empty), as `id (measure value)`, named on the figure instead of vanishing from it.
+fn without_flops(matrix: &MatrixResults) -> Vec<String> {
+    let set = &matrix.tradeoff;
+    let measure = primary_measure(set);
+    matrix
+        .cells
+        .iter()
+        .filter_map(|c| {
+            let metrics = c.metrics.as_ref()?;
+            let flops = metrics.mean_of(set, |d| Some(d.sparsity.flops))?;
+            let effectiveness = metrics.mean(set, measure)?;
+            (flops <= 0.0).then(|| format!("{} ({measure} {effectiveness:.3})", c.id))
+        })
+        .collect()
+}
+
+/// (k, FLOPs, nDCG@10) of a backbone's done cells with FLOPs > 0, in k order.
 fn tradeoff_points(matrix: &MatrixResults, backbone: &str) -> Vec<(f64, f64, f64)> {
     let set = &matrix.tradeoff;
     let mut points: Vec<(f64, f64, f64)> = matrix
@@ -353,6 +378,14 @@ fn draw_tradeoff<DB: DrawingBackend>(
     root: DrawingArea<DB, Shift>,
 ) -> Result<(), String> {
     root.fill(&WHITE).map_err(|e| e.to_string())?;
+    let unplaced = note_lines(&without_flops(matrix));
+    let height = root.dim_in_pixel().1 as i32;
+    let (root, note) = root.split_vertically(height - 20 * unplaced.len() as i32);
+    for (row, line) in unplaced.iter().enumerate() {
+        let font = (FAMILY, 13).into_font().color(&BLACK);
+        note.draw_text(line, &font, (14, 20 * row as i32))
+            .map_err(|e| e.to_string())?;
+    }
     // The legend beside the plot, where it hides no point.
     let (root, legend) = root.split_horizontally(760);
     let backbones = matrix.backbones();
@@ -435,6 +468,30 @@ fn draw_tradeoff<DB: DrawingBackend>(
         )
         .chain(std::iter::once(("best k".to_string(), Legend::Best)));
     draw_legend(&legend, entries)
+}
+
+/// The note under the trade-off figure naming the cells it cannot place, in lines that fit
+/// its width; none if there are none.
+fn note_lines(cells: &[String]) -> Vec<String> {
+    if cells.is_empty() {
+        return Vec::new();
+    }
+    let mut lines = vec!["Not drawn (0 FLOPs has no place on a log axis):".to_string()];
+    for (i, cell) in cells.iter().enumerate() {
+        let item = if i + 1 < cells.len() {
+            format!("{cell},")
+        } else {
+            cell.clone()
+        };
+        let last = lines.last_mut().expect("one line at least");
+        if last.chars().count() + item.chars().count() > 110 {
+            lines.push(format!("    {item}"));
+        } else {
+            last.push(' ');
+            last.push_str(&item);
+        }
+    }
+    lines
 }
 
 /// An entry of a legend drawn beside a plot: its marker.

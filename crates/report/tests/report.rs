@@ -136,6 +136,51 @@ fn figures_are_written_as_png_and_svg() {
     );
 }
 
+/// A cell with 0 FLOPs has no place on the log axis: the figure names it, with its score.
+#[test]
+fn the_tradeoff_figure_names_the_cells_it_cannot_place() {
+    let root = tempfile::tempdir().unwrap();
+    results(root.path());
+    let metrics = json!({
+        "datasets": {"msmarco-dev": dataset(0.0, 0.0), "beir/a": dataset(0.1, 0.0), "beir/b": dataset(0.2, 0.0)},
+        "groups": {"group": ["beir/a", "beir/b"]}
+    });
+    write(&root.path().join("bert-k1/metrics.json"), metrics);
+    let out = root.path().join("report");
+    write_report(root.path(), &out, &[Part::Tradeoff]).unwrap();
+    let svg = std::fs::read_to_string(out.join("tradeoff.svg")).unwrap();
+    assert!(
+        svg.contains("Not drawn (0 FLOPs") && svg.contains("bert-k1 (ndcg@10 0.150)"),
+        "{svg}"
+    );
+    results(root.path());
+    write_report(root.path(), &out, &[Part::Tradeoff]).unwrap();
+    let svg = std::fs::read_to_string(out.join("tradeoff.svg")).unwrap();
+    assert!(
+        !svg.contains("Not drawn"),
+        "no note when every cell is drawn"
+    );
+}
+
+/// The choice of k asked of a matrix without probes: refused with what is missing, and no
+/// table of zeros written.
+#[test]
+fn a_k_choice_with_nothing_to_choose_from_is_refused() {
+    let root = tempfile::tempdir().unwrap();
+    results(root.path());
+    let out = root.path().join("report");
+    let error = write_report(root.path(), &out, &[Part::KChoice])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.starts_with("k-choice: nothing to report")
+            && error.contains("lsr matrix probe")
+            && error.contains("demo/modernbert: no probe"),
+        "{error}"
+    );
+    assert!(!out.join("k-choice.md").exists());
+}
+
 /// A report written again onto a full disk: an error naming the file and the cause, and the
 /// previous report's files exactly as they were. (Needs root to mount a small tmpfs.)
 #[test]

@@ -19,7 +19,7 @@ pub fn write_sentence_transformers(
     dir: &Path,
     vocab_size: usize,
     max_length: usize,
-) -> std::io::Result<()> {
+) -> lsr_files::Result<()> {
     let modules = json!([
         {"idx": 0, "name": "0", "path": "",
          "type": "sentence_transformers.sparse_encoder.models.MLMTransformer"},
@@ -42,9 +42,8 @@ pub fn write_sentence_transformers(
     });
     let write = |name: &str, value: &serde_json::Value| {
         let text = serde_json::to_string_pretty(value).expect("JSON values serialise");
-        std::fs::write(dir.join(name), text + "\n")
+        lsr_files::write_bytes(&dir.join(name), (text + "\n").as_bytes())
     };
-    std::fs::create_dir_all(dir.join("1_SpladePooling"))?;
     write("modules.json", &modules)?;
     write("config_sentence_transformers.json", &config)?;
     write("sentence_bert_config.json", &transformer)?;
@@ -72,7 +71,11 @@ pub struct ModelCard {
     /// The matrix cell, when the matrix trained it.
     pub cell: Option<String>,
     pub lsr_version: String,
+    /// The commit lsr was built from (`lsr_files::provenance`), if built in its git checkout.
     pub git_commit: Option<String>,
+    /// Whether the sources built differed from `git_commit`.
+    #[serde(default)]
+    pub git_dirty: Option<bool>,
     /// Data set → measure → value, once evaluated.
     #[serde(default)]
     pub metrics: BTreeMap<String, BTreeMap<String, f64>>,
@@ -141,7 +144,7 @@ impl ModelCard {
             ("lsr", self.lsr_version.clone()),
             (
                 "lsr commit",
-                self.git_commit.clone().unwrap_or("unknown".into()),
+                lsr_files::provenance::describe(self.git_commit.as_deref(), self.git_dirty),
             ),
         ];
         for (name, value) in rows {

@@ -58,12 +58,10 @@ pub fn save(
             .save(staging.join(OPTIMIZER))
             .map_err(|e| record_error(staging.join(OPTIMIZER), e))?;
         let state_json = serde_json::to_string_pretty(state).expect("state serialises");
-        let write = |name: &str, text: &str| {
-            std::fs::write(staging.join(name), text)
-                .map_err(|e| TrainError::io(staging.join(name), e))
-        };
+        let write =
+            |name: &str, text: &str| lsr_files::write_bytes(&staging.join(name), text.as_bytes());
         write(STATE, &state_json)?;
-        write(CONFIG, config_toml)
+        Ok(write(CONFIG, config_toml)?)
     })?;
     for old in complete(dir)?.iter().rev().skip(keep) {
         std::fs::remove_dir_all(&old.1).map_err(|e| TrainError::io(&old.1, e))?;
@@ -197,6 +195,7 @@ pub fn export_model(
         .query_max_length
         .max(recipe.document_max_length)
         .min(dims.max_positions);
+    let built = lsr_files::built_from();
     let card = ModelCard {
         base_model: config.model.checkpoint.clone(),
         base_revision: backbone.checkpoint.revision.clone(),
@@ -214,7 +213,8 @@ pub fn export_model(
         max_length,
         cell: None,
         lsr_version: env!("CARGO_PKG_VERSION").into(),
-        git_commit: lsr_files::git_commit(),
+        git_commit: built.as_ref().map(|b| b.commit.clone()),
+        git_dirty: built.map(|b| b.dirty),
         metrics: Default::default(),
     };
     lsr_backbone::write_checkpoint_with(
@@ -223,8 +223,7 @@ pub fn export_model(
         &backbone.checkpoint,
         out,
         |dir| {
-            write_sentence_transformers(dir, dims.vocab_size, max_length)
-                .map_err(|e| lsr_files::FileError::io(dir, e))?;
+            write_sentence_transformers(dir, dims.vocab_size, max_length)?;
             Ok(card.write(dir)?)
         },
     )?;

@@ -131,11 +131,38 @@ fn encode_plain_output_shows_top_terms_with_tokens() {
     assert_eq!(stdout.lines().count(), 4, "{stdout}");
 }
 
+/// The binary's side of `values::every_numeric_flag_refuses_values_that_cannot_be_meant_by_name`:
+/// a usage error (exit code 2) naming the flag and the rule, before any work.
 #[test]
-fn invalid_k_is_an_error_not_a_panic() {
+fn values_that_cannot_be_meant_are_refused_with_the_flag_name() {
     let bert = fixture("bert");
-    let stderr = error_of(lsr().args(["encode", "--checkpoint", &bert, "--k", "0", "--text", "a"]));
-    assert!(stderr.contains("k must be finite and > 0"), "{stderr}");
+    let eval = |flag: &'static str| {
+        let args = ["--dataset", "beir/x", "--output", "out", flag, "0"];
+        [vec!["eval", "--checkpoint", bert.as_str()], args.to_vec()].concat()
+    };
+    let cases: Vec<(Vec<&str>, &str, &str)> = vec![
+        (
+            vec!["encode", "--checkpoint", &bert, "--text", "a", "--k", "0"],
+            "--k",
+            "k must be finite and > 0",
+        ),
+        (eval("--top-k"), "--top-k", "must be at least 1"),
+        (eval("--batch-size"), "--batch-size", "must be at least 1"),
+        (
+            vec!["k", "suggest", &bert, "--grid", "1,-2"],
+            "--grid",
+            "-2",
+        ),
+    ];
+    for (args, flag, rule) in cases {
+        let out = lsr().args(&args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains(flag) && stderr.contains(rule),
+            "{args:?}: {stderr}"
+        );
+    }
 }
 
 #[test]
@@ -202,8 +229,6 @@ fn k_suggest_divides_the_row_norm_by_the_reference_and_rounds_to_the_grid() {
             .unwrap()
             .contains("--reference-norm")
     );
-    let stderr = error_of(lsr().args(["k", "suggest", &fixture("roberta"), "--grid", "1,-2"]));
-    assert!(stderr.contains("-2"), "{stderr}");
 }
 
 #[test]

@@ -1,6 +1,6 @@
 //! What the CLI tests share: the binary and the committed fixtures.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;
 
@@ -27,4 +27,14 @@ pub fn lsr() -> Command {
     // the in-process tests).
     command.env_remove("BURN_DEVICE");
     command
+}
+
+/// Writes the BEIR set `beir/<name>` under `root`.
+pub fn beir_set(root: &Path, name: &str, corpus: &str, queries: &str, qrels: &str) {
+    let dir = root.join("beir").join(name);
+    std::fs::create_dir_all(dir.join("qrels")).unwrap();
+    std::fs::write(dir.join("corpus.jsonl"), corpus).unwrap();
+    std::fs::write(dir.join("queries.jsonl"), queries).unwrap();
+    let header = "query-id\tcorpus-id\tscore\n";
+    std::fs::write(dir.join("qrels/test.tsv"), format!("{header}{qrels}")).unwrap();
 }

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use crate::common::{fixture, lsr, stdout_of};
+use crate::common::{beir_set, fixture, lsr, stdout_of};
 
 #[test]
 fn means_match_pytrec_eval_at_trec_dl_relevance_level() {
@@ -74,16 +74,6 @@ fn a_malformed_run_is_reported_with_file_and_line() {
         stderr.contains("bad.run:2: score `inf` is not finite"),
         "{stderr}"
     );
-}
-
-/// Writes the BEIR set `beir/<name>` under `root`.
-fn beir_set(root: &Path, name: &str, corpus: &str, queries: &str, qrels: &str) {
-    let dir = root.join("beir").join(name);
-    std::fs::create_dir_all(dir.join("qrels")).unwrap();
-    std::fs::write(dir.join("corpus.jsonl"), corpus).unwrap();
-    std::fs::write(dir.join("queries.jsonl"), queries).unwrap();
-    let header = "query-id\tcorpus-id\tscore\n";
-    std::fs::write(dir.join("qrels/test.tsv"), format!("{header}{qrels}")).unwrap();
 }
 
 /// `lsr eval` of the BERT fixture on `beir/<name>` under `root`; its `metrics.json`.

@@ -6,5 +6,6 @@ mod common;
 mod evaluate;
 mod matrix;
 mod paths;
+mod outputs;
 mod sentence_transformers;
 mod train;

@@ -1,0 +1,116 @@
+//! The values a numeric flag can take, one parser per kind, so that a value nobody can mean
+//! (`--top-k 0`, `--batch-size 0`, `--quantize nan`) is refused at parsing with the flag's name,
+//! not turned into empty results. Every numeric flag of every subcommand names one of these,
+//! or is listed in the test below as one where 0 can be meant.
+
+use std::fmt::Display;
+use std::str::FromStr;
+
+/// A count or a size: a whole number ≥ 1.
+pub fn at_least_one(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// A factor or a norm: finite and > 0.
+pub fn positive<T>(text: &str) -> Result<T, String>
+where
+    T: FromStr + Into<f64> + Copy,
+    T::Err: Display,
+{
+    let value: T = text.parse().map_err(|e: T::Err| e.to_string())?;
+    let x: f64 = value.into();
+    if x.is_finite() && x > 0.0 {
+        Ok(value)
+    } else {
+        Err("must be finite and > 0".into())
+    }
+}
+
+/// A k to divide the MLM head by: the rule every k follows (`lsr_backbone::check_scale`).
+pub fn scale(text: &str) -> Result<f64, String> {
+    let k = text.parse::<f64>().map_err(|e| e.to_string())?;
+    lsr_backbone::check_scale(k).map_err(|e| e.to_string())?;
+    Ok(k)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::any::TypeId;
+
+    use clap::{CommandFactory, Parser};
+
+    /// Whole-number flags where 0 (or any value of the type) can be meant, and why.
+    const ZERO_MEANT: [(&str, &str); 4] = [
+        ("seed", "any seed is a seed"),
+        (
+            "relevance-level",
+            "trec_eval -l takes any grade, 0 and negative ones included",
+        ),
+        ("warmup", "no untimed run first"),
+        ("gpus", "a Slurm task without a GPU (the CPU backend)"),
+    ];
+
+    /// Every numeric flag of every subcommand, found by walking the command tree (so that a
+    /// new one cannot be missed), refuses 0 (and a negative, NaN or infinite real number) at
+    /// parsing, with its name in the message, unless it is one of `ZERO_MEANT`.
+    #[test]
+    fn every_numeric_flag_refuses_values_that_cannot_be_meant_by_name() {
+        let is = |kind: clap::builder::ValueParser, types: &[TypeId]| {
+            types.iter().any(|t| kind.type_id() == *t)
+        };
+        let (mut checked, mut zero_meant) = (0, Vec::new());
+        let mut commands = vec![(vec!["lsr".to_string()], crate::Cli::command())];
+        while let Some((path, command)) = commands.pop() {
+            for sub in command.get_subcommands() {
+                let path = [path.clone(), vec![sub.get_name().to_string()]].concat();
+                commands.push((path, sub.clone()));
+            }
+            for arg in command.get_arguments() {
+                let Some(long) = arg.get_long() else { continue };
+                let parser = arg.get_value_parser().clone();
+                let integer = [
+                    TypeId::of::<usize>(),
+                    TypeId::of::<u64>(),
+                    TypeId::of::<i32>(),
+                ];
+                let bad: &[&str] =
+                    if is(parser.clone(), &[TypeId::of::<f64>(), TypeId::of::<f32>()]) {
+                        &["0", "-1", "nan", "inf"]
+                    } else if is(parser, &integer) {
+                        &["0"]
+                    } else {
+                        continue;
+                    };
+                if ZERO_MEANT.iter().any(|(name, _)| *name == long) {
+                    zero_meant.push(long.to_string());
+                    continue;
+                }
+                for value in bad {
+                    let argv = [path.clone(), vec![format!("--{long}={value}")]].concat();
+                    let Err(error) = crate::Cli::try_parse_from(&argv) else {
+                        panic!("{argv:?} was accepted");
+                    };
+                    let text = error.to_string();
+                    assert_eq!(
+                        error.kind(),
+                        clap::error::ErrorKind::ValueValidation,
+                        "{argv:?}: {text}"
+                    );
+                    assert!(text.contains(&format!("--{long}")), "{argv:?}: {text}");
+                }
+                checked += 1;
+            }
+        }
+        assert!(checked >= 30, "only {checked} numeric flags found");
+        for (name, _) in ZERO_MEANT {
+            assert!(
+                zero_meant.iter().any(|n| n == name),
+                "no flag --{name} any more"
+            );
+        }
+    }
+}
