@@ -4,5 +4,6 @@
 mod cli;
 mod common;
 mod evaluate;
+mod justfile;
 mod sentence_transformers;
 mod train;
