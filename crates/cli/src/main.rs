@@ -130,7 +130,30 @@ fn render(error: &anyhow::Error) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::render;
+    use super::{Cli, render};
+    use clap::CommandFactory;
+
+    /// A list flag's default is shown as it is typed (`[default: 1,2,4,8,16]`), not as clap
+    /// joins several defaults (`[default: 1 2 4 8 16]`, which reads as separate arguments).
+    #[test]
+    fn list_flags_show_their_default_as_it_is_typed() {
+        fn check(command: &clap::Command, path: &str) {
+            for arg in command.get_arguments() {
+                if arg.get_value_delimiter().is_some() {
+                    let defaults = arg.get_default_values();
+                    assert!(
+                        defaults.len() <= 1,
+                        "{path} --{}: {defaults:?}",
+                        arg.get_id()
+                    );
+                }
+            }
+            for sub in command.get_subcommands() {
+                check(sub, &format!("{path} {}", sub.get_name()));
+            }
+        }
+        check(&Cli::command(), "lsr");
+    }
 
     #[test]
     fn a_cause_already_in_the_message_is_not_repeated() {
