@@ -17,6 +17,7 @@ mod report;
 mod train;
 mod vectors;
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -68,6 +69,10 @@ enum Command {
     Bench(bench::BenchCommand),
 }
 
+/// The log levels without `RUST_LOG` (README, Commands, "Logs").
+const DEFAULT_LOG: &str =
+    "warn,lsr_backbone::device=info,lsr_train=info,lsr_eval=info,lsr_matrix=info";
+
 fn main() -> ExitCode {
     // SAFETY: first statement of `main`, before any thread exists.
     unsafe { lsr_backbone::device::pin_implicit_default_to_host() };
@@ -75,12 +80,14 @@ fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                // Warnings, and which device a command picked when none was named.
-                .unwrap_or_else(|_| {
-                    tracing_subscriber::EnvFilter::new("warn,lsr_backbone::device=info")
-                }),
+                // Warnings, and lsr's own notes and progress: the device a command picked when
+                // none was named, training's progress lines where no bar is drawn (a pipe, a
+                // Slurm log), a resume, a skipped cell.
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_LOG)),
         )
         .with_writer(std::io::stderr)
+        // Colours only for a terminal: a pipe or a Slurm log gets plain lines.
+        .with_ansi(std::io::stderr().is_terminal())
         .finish()
         // A GPU backend that cannot start logs the reason while lsr probes it; the probe's
         // error (or the log line naming the device picked instead) already says it.

@@ -1,13 +1,15 @@
 //! The files lsr's stages hand each other, and the one rule for writing them: a file or a
 //! directory appears complete under its name or not at all. It owns that rule (`atomic`), a
 //! training run's `status.json` (`status`), a cell's results directory with the state its
-//! files imply (`layout`), the rule of one writer per output (`lock`), and a backbone's choice
-//! of k before its full runs (`probe`). It compiles no tensor code, so the report reads results
-//! without burn. With the `small-disk` feature, tests get a small tmpfs to fill (`small_disk`).
+//! files imply (`layout`), the rule of one writer per output (`lock`), a backbone's choice of k
+//! before its full runs (`probe`), and how a number is written as text (`number`). It compiles
+//! no tensor code, so the report reads results without burn. With the `small-disk` feature,
+//! tests get a small tmpfs to fill (`small_disk`).
 
 pub mod atomic;
 pub mod layout;
 pub mod lock;
+pub mod number;
 pub mod probe;
 #[cfg(feature = "small-disk")]
 pub mod small_disk;
