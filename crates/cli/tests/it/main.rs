@@ -5,5 +5,6 @@ mod cli;
 mod common;
 mod evaluate;
 mod justfile;
+mod readme;
 mod sentence_transformers;
 mod train;
