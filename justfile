@@ -26,14 +26,16 @@ fixtures python=".venv/bin/python":
     {{python}} scripts/fixtures/trec_eval_fixtures.py
     scripts/fixtures/sparse_encoder.sh {{python}}
 
-# Run every cell of a matrix that is not done (table1: CUDA build; mini: CPU, builds its synthetic
-# data and miniature models first), then write its tables and figures.
+# Run every cell of a matrix not yet done, then write its tables and figures (`lsr`: target/release).
 reproduce matrix="mini":
-    {{ if matrix == "mini" { "true" } else { "scripts/cuda/llvm-bundle.sh" } }}
-    cargo build --release -p lsr-cli {{ if matrix == "mini" { "" } else { "--features cuda" } }}
+    # table1 needs the CUDA build; mini runs on CPU and first builds its synthetic data and
+    # miniature models. No build drops a backend the binary already has (scripts/build-lsr.sh).
+    scripts/build-lsr.sh {{ if matrix == "mini" { "" } else { "cuda" } }}
     {{ if matrix == "mini" { "target/release/lsr data synth --out data/synth && target/release/lsr data miniatures --spec experiments/mini-models.toml --vocab data/synth/vocab.txt --out data/synth/models" } else { "true" } }}
     status=0; target/release/lsr matrix run experiments/{{matrix}}.toml || status=$?; \
-    target/release/lsr report results/{{matrix}}; exit $status
+    target/release/lsr report results/{{matrix}}; \
+    echo 'lsr is target/release/lsr, not on the PATH: export PATH="$PWD/target/release:$PATH"'; \
+    exit $status
 
 # The miniature again in bf16-mixed and with another data-order seed: same Table 1 pattern as f32?
 mini-precision: (reproduce "mini")
@@ -43,39 +45,38 @@ mini-precision: (reproduce "mini")
 mini-k *seeds: (reproduce "mini")
     scripts/mini/k-choice.sh {{seeds}}
 
-# The miniature under random SIGKILLs (seeded), restarted after each: every finished cell stays
-# as it was, no step is redone from before a checkpoint, and the weights, runs and Table 1 equal
-# an undisturbed run's byte for byte (results/soak-reference, kept between soaks). Not in CI.
+# The miniature under seeded random SIGKILLs must end byte-identical to an undisturbed run.
 soak kills="24" seed="2":
-    cargo build --release -p lsr-cli
+    # Restarted after each kill: every finished cell stays as it was, no step is redone from
+    # before a checkpoint, and the weights, runs and Table 1 equal an undisturbed run's byte for
+    # byte (results/soak-reference, kept between soaks). Not in CI.
+    scripts/build-lsr.sh
     target/release/lsr data synth --out data/synth
     target/release/lsr data miniatures --spec experiments/mini-models.toml --vocab data/synth/vocab.txt --out data/synth/models
     scripts/mini/soak.sh {{kills}} {{seed}}
 
 # Train and evaluate one cell, e.g. `just cell mini modernbert 16`.
 cell matrix backbone k:
-    {{ if matrix == "mini" { "true" } else { "scripts/cuda/llvm-bundle.sh" } }}
-    cargo build --release -p lsr-cli {{ if matrix == "mini" { "" } else { "--features cuda" } }}
+    scripts/build-lsr.sh {{ if matrix == "mini" { "" } else { "cuda" } }}
     target/release/lsr matrix run experiments/{{matrix}}.toml --cell {{backbone}}-k{{k}}
 
 # One figure of a matrix's results: `just plot tradeoff`, `just plot losses mini`.
 plot what matrix="table1":
-    cargo build --release -p lsr-cli
+    scripts/build-lsr.sh
     target/release/lsr report results/{{matrix}} --only {{what}}
 
 # Table 1 (Markdown, CSV, LaTeX) and the per-dataset table of a matrix's results.
 table matrix="table1":
-    cargo build --release -p lsr-cli
+    scripts/build-lsr.sh
     target/release/lsr report results/{{matrix}} --only table
 
-# Build the `lsr` binary (features: wgpu, cuda), e.g. `just build cuda,wgpu`.
+# Build target/release/lsr with these backends and those it has (wgpu, cuda): `just build cuda`.
 build *features:
-    {{ if features =~ "cuda" { "scripts/cuda/llvm-bundle.sh" } else { "true" } }}
-    cargo build --release -p lsr-cli {{ if features == "" { "" } else { "--features " + features } }}
+    scripts/build-lsr.sh {{ features }}
 
 # SPLADE encoding benchmark, lsr then PyTorch on this machine, and their ratio.
 bench-encode device="flex" torch_device="cpu" python=".venv/bin/python":
-    cargo build --release -p lsr-cli {{ if device == "flex" { "" } else { "--features " + replace_regex(device, ":.*", "") } }}
+    scripts/build-lsr.sh {{ if device == "flex" { "" } else { replace_regex(device, ":.*", "") } }}
     lsr=$(target/release/lsr bench encode --device {{device}} --json); \
     torch=$({{python}} scripts/bench/encode.py --device {{torch_device}}); \
     echo "lsr:     $lsr"; echo "pytorch: $torch"; \
@@ -83,7 +84,7 @@ bench-encode device="flex" torch_device="cpu" python=".venv/bin/python":
 
 # Exact retrieval benchmark, lsr then scipy.sparse on the same collection, and their ratio.
 bench-retrieve shape="uniform" python=".venv/bin/python":
-    cargo build --release -p lsr-cli
+    scripts/build-lsr.sh
     lsr=$(target/release/lsr bench retrieve --shape {{shape}} --json --run target/bench-retrieve.trec); \
     scipy=$({{python}} scripts/bench/retrieve.py --shape {{shape}} --compare target/bench-retrieve.trec); \
     echo "lsr:   $lsr"; echo "scipy: $scipy"; \
@@ -91,7 +92,7 @@ bench-retrieve shape="uniform" python=".venv/bin/python":
 
 # SPLADE training-step benchmark, lsr then PyTorch on this machine, and their ratio.
 bench-train-step device="flex" torch_device="cpu" python=".venv/bin/python":
-    cargo build --release -p lsr-cli {{ if device == "flex" { "" } else { "--features " + replace_regex(device, ":.*", "") } }}
+    scripts/build-lsr.sh {{ if device == "flex" { "" } else { replace_regex(device, ":.*", "") } }}
     lsr=$(target/release/lsr bench train-step --device {{device}} --json); \
     torch=$({{python}} scripts/bench/train_step.py --device {{torch_device}}); \
     echo "lsr:     $lsr"; echo "pytorch: $torch"; \

@@ -4,8 +4,7 @@
 # Usage: scripts/gpu/pack.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-scripts/cuda/llvm-bundle.sh
-cargo build --release -p lsr-cli --features cuda,wgpu
+scripts/build-lsr.sh cuda,wgpu
 stage=target/gpu/stage
 rm -rf "$stage" && mkdir -p "$stage"
 cp target/release/lsr "$stage/lsr"

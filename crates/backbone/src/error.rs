@@ -44,8 +44,8 @@ pub enum BackboneError {
     #[error("k must be finite and > 0, got {0}")]
     InvalidScale(f64),
     #[error(
-        "{}: this checkpoint's MLM head is already divided by k = {recorded} (by lsr); use it \
-         with k = 1, or force a second division by {asked}",
+        "{}: this checkpoint's MLM head is already divided by k = {recorded} (by lsr, recorded \
+         in lsr-rescale.json), and k = {asked} would divide it a second time; use it with k = 1",
         path.display()
     )]
     AlreadyRescaled {

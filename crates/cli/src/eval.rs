@@ -27,7 +27,12 @@ pub struct EvalArgs {
     /// One subdirectory per data set receives vectors, run, metrics and per-query metrics.
     #[arg(long)]
     output: PathBuf,
-    #[arg(long, value_delimiter = ',', default_values_t = ["mrr@10".to_string(), "ndcg@10".into(), "recall@100".into(), "recall@1000".into()])]
+    /// Measures, comma-separated (README.md, Data, has the names).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "mrr@10,ndcg@10,recall@100,recall@1000"
+    )]
     measures: Vec<String>,
     #[arg(long, default_value_t = 32, value_parser = crate::values::at_least_one)]
     batch_size: usize,

@@ -18,6 +18,7 @@ mod train;
 mod values;
 mod vectors;
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -69,6 +70,10 @@ enum Command {
     Bench(bench::BenchCommand),
 }
 
+/// The log levels without `RUST_LOG` (README, Commands, "Logs").
+const DEFAULT_LOG: &str =
+    "warn,lsr_backbone::device=info,lsr_train=info,lsr_eval=info,lsr_matrix=info";
+
 fn main() -> ExitCode {
     // SAFETY: first statements of `main`, before any thread exists.
     unsafe {
@@ -79,12 +84,14 @@ fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                // Warnings, and which device a command picked when none was named.
-                .unwrap_or_else(|_| {
-                    tracing_subscriber::EnvFilter::new("warn,lsr_backbone::device=info")
-                }),
+                // Warnings, and lsr's own notes and progress: the device a command picked when
+                // none was named, training's progress lines where no bar is drawn (a pipe, a
+                // Slurm log), a resume, a skipped cell.
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_LOG)),
         )
         .with_writer(std::io::stderr)
+        // Colours only for a terminal: a pipe or a Slurm log gets plain lines.
+        .with_ansi(std::io::stderr().is_terminal())
         .finish()
         // A GPU backend that cannot start logs the reason while lsr probes it; the probe's
         // error (or the log line naming the device picked instead) already says it.
@@ -158,7 +165,30 @@ fn render(error: &anyhow::Error) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::render;
+    use super::{Cli, render};
+    use clap::CommandFactory;
+
+    /// A list flag's default is shown as it is typed (`[default: 1,2,4,8,16]`), not as clap
+    /// joins several defaults (`[default: 1 2 4 8 16]`, which reads as separate arguments).
+    #[test]
+    fn list_flags_show_their_default_as_it_is_typed() {
+        fn check(command: &clap::Command, path: &str) {
+            for arg in command.get_arguments() {
+                if arg.get_value_delimiter().is_some() {
+                    let defaults = arg.get_default_values();
+                    assert!(
+                        defaults.len() <= 1,
+                        "{path} --{}: {defaults:?}",
+                        arg.get_id()
+                    );
+                }
+            }
+            for sub in command.get_subcommands() {
+                check(sub, &format!("{path} {}", sub.get_name()));
+            }
+        }
+        check(&Cli::command(), "lsr");
+    }
 
     #[test]
     fn a_cause_already_in_the_message_is_not_repeated() {

@@ -1,9 +1,9 @@
 //! The arguments every encoding command shares (checkpoint, k, rescale mode, device,
 //! precision) and the one place they become a `SpladeEncoder`.
 
-use anyhow::Result;
+use anyhow::{Result, anyhow};
 use clap::Args;
-use lsr_backbone::{Backbone, Precision, RescaleMode, parse_device};
+use lsr_backbone::{Backbone, BackboneError, Precision, RescaleMode, parse_device};
 use lsr_splade::SpladeEncoder;
 
 /// The model a command encodes with: a checkpoint, its rescaling and the device.
@@ -40,6 +40,12 @@ impl ModelArgs {
             backbone.model = backbone.model.rescale_mlm_head_again(self.k, mode)?;
             return Ok(SpladeEncoder::new(backbone, 1.0, mode)?);
         }
-        Ok(SpladeEncoder::new(backbone, self.k, mode)?)
+        SpladeEncoder::new(backbone, self.k, mode).map_err(|error| match error {
+            BackboneError::AlreadyRescaled { .. } => anyhow!(
+                "{error} (`--k 1`), or pass `--rescale-again` to divide it by {} once more",
+                self.k
+            ),
+            error => error.into(),
+        })
     }
 }

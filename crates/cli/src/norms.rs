@@ -1,7 +1,9 @@
 //! `lsr norms`: MLM-head statistics of checkpoints (row norms, bias, logit scale), the
 //! evidence for choosing k; `lsr k suggest`: the k the head-norm rule draws from them.
 
-use anyhow::Result;
+use std::sync::LazyLock;
+
+use anyhow::{Result, bail};
 use clap::{Args, Subcommand};
 use lsr_backbone::{
     Backbone, HeadStats, PAPER_GRID, REFERENCE, REFERENCE_ROW_NORM, parse_device, suggest_k,
@@ -33,8 +35,8 @@ pub struct SuggestArgs {
     /// Checkpoint directories or Hugging Face ids.
     #[arg(required = true)]
     checkpoints: Vec<String>,
-    /// The k to choose from.
-    #[arg(long, value_delimiter = ',', default_values_t = PAPER_GRID, value_parser = crate::values::scale)]
+    /// The k to choose from, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = PAPER_GRID_TEXT.as_str(), value_parser = crate::values::scale)]
     grid: Vec<f64>,
     /// A mean row norm known to train well, instead of ModernBERT-base's 2.553 / 16 (e.g. what
     /// `lsr norms` prints for a backbone that trains well at k = 1).
@@ -47,6 +49,10 @@ pub struct SuggestArgs {
     #[arg(long)]
     device: Option<String>,
 }
+
+/// The paper's grid as `--grid` takes it: `1,2,4,8,16`.
+static PAPER_GRID_TEXT: LazyLock<String> =
+    LazyLock::new(|| PAPER_GRID.map(|k| k.to_string()).join(","));
 
 /// Each checkpoint's head statistics, in order.
 fn head_stats(checkpoints: &[String], device: Option<&str>) -> Result<Vec<HeadStats>> {
@@ -62,6 +68,14 @@ fn head_stats(checkpoints: &[String], device: Option<&str>) -> Result<Vec<HeadSt
 
 pub fn suggest(command: KCommand) -> Result<()> {
     let KCommand::Suggest(args) = command;
+    // `--grid 1 2 4` leaves `2` and `4` to the checkpoints.
+    let stray = |c: &&String| c.parse::<f64>().is_ok() && !std::path::Path::new(c).exists();
+    if let Some(number) = args.checkpoints.iter().find(stray) {
+        bail!(
+            "`{number}` is not a checkpoint: --grid takes its k comma-separated (--grid {})",
+            *PAPER_GRID_TEXT
+        );
+    }
     let given;
     let reference = match args.reference_norm {
         Some(norm) => {

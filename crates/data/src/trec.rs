@@ -191,6 +191,7 @@ impl Run {
         lsr_files::write_atomically(path, |out| {
             for (query, docs) in &self.queries {
                 for (rank, (doc, score)) in ranked(docs).into_iter().enumerate() {
+                    let score = lsr_files::number::shortest(score);
                     writeln!(out, "{query} Q0 {doc} {} {score} {tag}", rank + 1)?;
                 }
             }

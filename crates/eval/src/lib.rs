@@ -1,9 +1,10 @@
 //! Evaluation: turning a SPLADE model, or any run of retrieved documents, into the numbers IR
 //! papers report, the way the community's tools compute them. Corpus encoding to on-disk sparse
 //! vectors, exact retrieval with an inverted index, trec_eval-exact measures (MRR@10, nDCG@k,
-//! recall@k, P@k, MAP) with per-query values, and the FLOPs of the SPLADE papers, over the data
-//! sets and TREC files of `lsr-data`. Only [`pipeline`] touches a model; everything else works
-//! on runs made elsewhere too.
+//! recall@k, P@k, MAP, and the rest of trec_eval's `official` and `all_trec` sets) with
+//! per-query values, and the FLOPs of the SPLADE papers, over the data sets and TREC files of
+//! `lsr-data`. Only [`pipeline`] touches a model; everything else works on runs made elsewhere
+//! too.
 
 pub mod error;
 pub mod export;
@@ -12,6 +13,7 @@ pub mod index;
 pub mod metrics;
 pub mod pipeline;
 pub mod trec_eval;
+mod trec_measures;
 pub mod vectors;
 
 pub use error::{EvalError, Result};

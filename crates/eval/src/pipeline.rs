@@ -67,12 +67,14 @@ impl EvalSettings {
         let mut capped = self.clone();
         capped.query_max_length = self.query_max_length.min(positions);
         capped.document_max_length = self.document_max_length.min(positions);
+        // A note, not a warning: only texts longer than the model's positions are cut shorter
+        // than asked, and the lengths used are recorded in metrics.json.
         if capped.query_max_length != self.query_max_length
             || capped.document_max_length != self.document_max_length
         {
-            tracing::warn!(
-                "{dataset}: lengths capped at the model's {positions} positions: queries {}, \
-                 documents {}",
+            tracing::info!(
+                "{dataset}: the model takes at most {positions} tokens: queries are cut at {}, \
+                 documents at {}",
                 capped.query_max_length,
                 capped.document_max_length
             );
@@ -244,6 +246,12 @@ fn index_corpus(
         .tokenizer
         .with_max_length(settings.document_max_length)?;
     let progress = progress_bar(&format!("{} corpus", dataset.name));
+    if !progress.is_hidden()
+        && let Some(documents) = lines_of(&dataset.corpus)
+    {
+        progress.set_length(documents);
+        progress.set_style(counted_style());
+    }
     let mut builder = IndexBuilder::new(encoder.backbone.config.dims.vocab_size);
     let mut writer = VectorWriter::create(&out_dir.join("corpus.vectors"), vocabulary)?;
     let mut window: Vec<(String, String)> = Vec::with_capacity(SORT_WINDOW);
@@ -396,7 +404,8 @@ fn judged_missing(
     missing
 }
 
-/// A spinner counting texts on a terminal, hidden otherwise.
+/// A spinner counting texts on a terminal, hidden otherwise; given a total
+/// (`ProgressBar::set_length` with [`counted_style`]), a bar with the ETA.
 pub(crate) fn progress_bar(label: &str) -> ProgressBar {
     if !std::io::stderr().is_terminal() {
         return ProgressBar::hidden();
@@ -407,6 +416,34 @@ pub(crate) fn progress_bar(label: &str) -> ProgressBar {
             .expect("valid template"),
     );
     bar
+}
+
+/// The style of a progress bar whose total is known: done of total, rate, elapsed and ETA.
+pub(crate) fn counted_style() -> ProgressStyle {
+    ProgressStyle::with_template(
+        "{msg}: {bar:30} {human_pos}/{human_len} texts, {per_sec}, {elapsed} < {eta}",
+    )
+    .expect("valid template")
+}
+
+/// The number of lines of a plain-text corpus (a document per line, TSV or JSONL): the total
+/// a progress bar counts towards, for the price of one read of the file. None for a gzipped
+/// or Parquet corpus, which a spinner counts without a total.
+fn lines_of(path: &Path) -> Option<u64> {
+    use std::io::Read;
+    let plain = matches!(
+        path.extension().and_then(|e| e.to_str()),
+        Some("tsv" | "jsonl" | "txt")
+    );
+    let mut file = std::fs::File::open(path).ok().filter(|_| plain)?;
+    let mut buffer = vec![0u8; 1 << 20];
+    let mut lines = 0u64;
+    loop {
+        match file.read(&mut buffer).ok()? {
+            0 => return Some(lines),
+            n => lines += buffer[..n].iter().filter(|&&b| b == b'\n').count() as u64,
+        }
+    }
 }
 
 #[cfg(test)]

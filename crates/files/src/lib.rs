@@ -3,13 +3,14 @@
 //! training run's `status.json` (`status`), a cell's results directory with the state its
 //! files imply (`layout`), the rule of one writer per output (`lock`), a backbone's choice of k
 //! before its full runs (`probe`), how a path relative to the working directory is shown
-//! (`resolved`), and the commit lsr was built from (`provenance`). It compiles no tensor code,
-//! so the report reads results without burn. With the `small-disk` feature, tests get a small
-//! tmpfs to fill (`small_disk`).
+//! (`resolved`), the commit lsr was built from (`provenance`), and how a number is written as
+//! text (`number`). It compiles no tensor code, so the report reads results without burn. With
+//! the `small-disk` feature, tests get a small tmpfs to fill (`small_disk`).
 
 pub mod atomic;
 pub mod layout;
 pub mod lock;
+pub mod number;
 pub mod probe;
 pub mod provenance;
 #[cfg(feature = "small-disk")]

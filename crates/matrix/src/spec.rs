@@ -36,7 +36,7 @@ struct MatrixFile {
     data: DataConfig,
     /// Recipe fields shared by every cell (the rest take `Recipe`'s defaults).
     #[serde(default)]
-    recipe: toml::Table,
+    recipe: RecipeFields,
     backbone: Vec<BackboneSpec>,
     #[serde(default)]
     paper: Vec<PaperResult>,
@@ -66,8 +66,12 @@ struct BackboneSpec {
     untie: bool,
     /// Recipe fields for this backbone only, over the shared ones.
     #[serde(default)]
-    recipe: toml::Table,
+    recipe: RecipeFields,
 }
+
+/// Recipe fields as the file writes them, each with where its value is, so that an error about
+/// a field names the line of its value, in `[recipe]` or in a backbone's own.
+type RecipeFields = BTreeMap<String, Spanned<toml::Value>>;
 
 /// How every cell's trained model is evaluated.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -436,17 +440,32 @@ impl Source<'_> {
             Some(grid) => self.grid(grid)?,
             None => shared_grid.to_vec(),
         };
-        let mut recipe_table = file.recipe.clone();
-        recipe_table.extend(backbone.recipe.clone());
-        let recipe: Recipe =
-            toml::Value::Table(recipe_table)
-                .try_into()
-                .map_err(|e: toml::de::Error| {
-                    self.fail(
-                        line,
-                        format!("recipe of backbone `{name}`: {}", e.message()),
-                    )
-                })?;
+        // Each field with the part of the file it comes from, the backbone's over the shared.
+        let own = format!("backbone `{name}`: ");
+        let mut fields: BTreeMap<&str, (&Spanned<toml::Value>, &str)> = BTreeMap::new();
+        fields.extend(file.recipe.iter().map(|(k, v)| (k.as_str(), (v, ""))));
+        fields.extend(
+            backbone
+                .recipe
+                .iter()
+                .map(|(k, v)| (k.as_str(), (v, own.as_str()))),
+        );
+        let at_field = |key: &str, message: &str| {
+            let (value, part) = fields.get(key)?;
+            let line = self.line_of(value.span().start);
+            Some(self.fail(line, format!("{part}recipe.{key}: {message}")))
+        };
+        let recipe =
+            recipe_of(fields.iter().map(|(k, (v, _))| (*k, v.get_ref()))).map_err(|e| {
+                // The field at fault: the first that fails on its own.
+                fields
+                    .iter()
+                    .find_map(|(key, (value, _))| {
+                        let alone = recipe_of([(*key, value.get_ref())]).err()?;
+                        at_field(key, alone.message())
+                    })
+                    .unwrap_or_else(|| self.fail(line, format!("{own}recipe: {}", e.message())))
+            })?;
         grid.into_iter()
             .map(|k| {
                 let id = cell_id(name, k);
@@ -463,7 +482,17 @@ impl Source<'_> {
                     device: file.device.clone(),
                     validation: file.validation.clone(),
                 }
-                .validated(&format!("{} (cell {id})", self.path.display()))?;
+                .validated(&format!("{} (cell {id})", self.path.display()))
+                .map_err(|e| {
+                    let at_its_line = match &e {
+                        lsr_train::TrainError::Config { message, .. } => message
+                            .strip_prefix("recipe.")
+                            .and_then(|rest| rest.split_once(": "))
+                            .and_then(|(key, why)| at_field(key, why)),
+                        _ => None,
+                    };
+                    at_its_line.unwrap_or_else(|| e.into())
+                })?;
                 Ok(Cell {
                     id,
                     backbone: name.clone(),
@@ -473,6 +502,17 @@ impl Source<'_> {
             })
             .collect()
     }
+}
+
+/// A recipe from some of its fields, the rest at their defaults.
+fn recipe_of<'a>(
+    fields: impl IntoIterator<Item = (&'a str, &'a toml::Value)>,
+) -> std::result::Result<Recipe, toml::de::Error> {
+    let table = fields
+        .into_iter()
+        .map(|(key, value)| (key.to_string(), value.clone()))
+        .collect();
+    toml::Value::Table(table).try_into()
 }
 
 #[cfg(test)]
@@ -578,22 +618,37 @@ lr = 1e-4
                 "top_k = 100\ntop = 3",
                 ":13: unknown field `top`",
             ),
+            // A recipe field's errors are at its value's line, in [recipe] or a backbone's.
             (
                 "lr = 1e-4",
                 "lr = -1e-4",
-                "recipe.lr: must be finite and > 0",
+                ":34: backbone `modernbert`: recipe.lr: must be finite and > 0",
             ),
             (
                 "lr = 1e-4",
                 "learning_rate = 1e-4",
-                "recipe of backbone `modernbert`: unknown field `learning_rate`",
+                ":34: backbone `modernbert`: recipe.learning_rate: unknown field `learning_rate`",
+            ),
+            (
+                "warmup_steps = 10",
+                "warmup_steps = \"ten\"",
+                ":22: recipe.warmup_steps: invalid type: string \"ten\"",
+            ),
+            (
+                "steps = 100\n",
+                "steps = 100\nseed = 1.5\n",
+                ":21: recipe.seed: invalid type: floating point `1.5`",
             ),
             (
                 "name = \"modernbert\"",
                 "name = \"bert\"",
                 ":29: backbone `bert` appears twice",
             ),
-            ("batch_size = 4", "batch_size = 0", "recipe.batch_size"),
+            (
+                "batch_size = 4",
+                "batch_size = 0",
+                ":21: recipe.batch_size: must be at least 1, got 0",
+            ),
             (
                 "datasets = [\"beir/scifact\"]",
                 "datasets = [\"beir/scifact\", \"robust04\"]",

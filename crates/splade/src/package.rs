@@ -164,8 +164,9 @@ impl ModelCard {
 
     fn metrics_section(&self) -> String {
         if self.metrics.is_empty() {
-            return "\nNot evaluated yet (`lsr eval`, or `lsr matrix run`, which adds the \
-                    measures here).\n"
+            return "\nNot evaluated here: `lsr matrix run` adds its cell's measures to this \
+                    card; `lsr eval --checkpoint <this folder> --dataset NAME --output DIR` \
+                    writes them to `DIR/<data set>/metrics.json`, not here.\n"
                 .into();
         }
         let mut section =

@@ -86,7 +86,7 @@ impl TrainLog {
     pub fn append(&mut self, metrics: &StepMetrics) -> Result<()> {
         let row = metrics
             .columns()
-            .map(|(_, value)| value.to_string())
+            .map(|(_, value)| lsr_files::number::shortest(value))
             .join(",");
         writeln!(self.file, "{row}")
             .and_then(|()| self.file.flush())

@@ -258,8 +258,6 @@ impl<'a> Run<'a> {
         }
         self.progress.step(&metrics);
         if let Some(reason) = collapse {
-            self.progress
-                .finish(&format!("collapsed at step {}", metrics.step));
             let model = match weights_finite(&self.trainer.model) {
                 true => Some(self.export("model")?),
                 false => None,
@@ -298,8 +296,6 @@ impl<'a> Run<'a> {
         if self.checkpointed != step {
             self.checkpoint()?;
         }
-        self.progress
-            .finish(&format!("interrupted after step {step}"));
         self.status.status = RunStatus::Interrupted;
         self.status.write(&self.config.output)?;
         Ok(Outcome::Interrupted { step })
@@ -400,7 +396,6 @@ impl<'a> Run<'a> {
 
     /// Writes the trained model as a Hugging Face checkpoint and records the run as finished.
     fn finish(mut self) -> Result<Outcome> {
-        self.progress.finish("done");
         let model_dir = self.export("model")?;
         self.status.status = RunStatus::Finished;
         self.status.step = self.trainer.step;
@@ -441,7 +436,8 @@ fn collapse(metrics: &StepMetrics, state: &mut RunState, patience: usize) -> Opt
     })
 }
 
-/// A progress bar with ETA on a terminal; otherwise a tracing line every 1% of the run.
+/// A progress bar with ETA on a terminal; otherwise a tracing line (info, shown by default)
+/// every 1% of the run.
 struct Progress {
     bar: Option<indicatif::ProgressBar>,
     every: usize,
@@ -486,10 +482,15 @@ impl Progress {
             None => {}
         }
     }
+}
 
-    fn finish(&self, message: &str) {
+/// The bar is cleared however the run ends (finished, interrupted, collapsed, failed): a bar
+/// left drawn keeps the cursor at the end of its line, padded to the terminal's width, and the
+/// next line printed runs into it wherever the terminal does not wrap there.
+impl Drop for Progress {
+    fn drop(&mut self) {
         if let Some(bar) = &self.bar {
-            bar.finish_with_message(message.to_string());
+            bar.finish_and_clear();
         }
     }
 }

@@ -165,6 +165,56 @@ fn values_that_cannot_be_meant_are_refused_with_the_flag_name() {
     }
 }
 
+/// A refusal names the flag that gets past it, and help shows a flag's values as it takes them:
+/// an exported (already divided) head with `--k 4` names `--rescale-again`; `k suggest` shows
+/// and takes its grid comma-separated, and a grid typed with spaces is named as such rather
+/// than loaded as checkpoints.
+#[test]
+fn refusals_name_the_flag_that_gets_past_them() {
+    let dir = tempfile::tempdir().unwrap();
+    for file in ["config.json", "model.safetensors", "tokenizer.json"] {
+        std::fs::copy(format!("{}/{file}", fixture("bert")), dir.path().join(file)).unwrap();
+    }
+    let record = r#"{"k": 4.0, "mode": "shared", "lsr_version": "0.1.0"}"#;
+    std::fs::write(dir.path().join("lsr-rescale.json"), record).unwrap();
+    let exported = dir.path().to_str().unwrap();
+    let stderr = error_of(
+        lsr()
+            .args(["encode", "--checkpoint", exported, "--k", "4"])
+            .args(["--text", "a"]),
+    );
+    assert!(stderr.contains("already divided by k = 4"), "{stderr}");
+    assert!(stderr.contains("--rescale-again"), "{stderr}");
+    let again = lsr()
+        .args([
+            "encode",
+            "--checkpoint",
+            exported,
+            "--k",
+            "4",
+            "--rescale-again",
+        ])
+        .args(["--text", "a"])
+        .output()
+        .unwrap();
+    assert!(
+        again.status.success(),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+
+    let help = String::from_utf8(stdout_of(lsr().args(["k", "suggest", "--help"]))).unwrap();
+    assert!(help.contains("[default: 1,2,4,8,16]"), "{help}");
+    let bert = fixture("bert");
+    let stderr = error_of(lsr().args(["k", "suggest", "--grid", "1", "2", "4", &bert]));
+    assert!(
+        stderr.contains("`2` is not a checkpoint: --grid takes its k comma-separated"),
+        "{stderr}"
+    );
+    let out = stdout_of(lsr().args(["k", "suggest", "--grid", "1,2,4", &bert, "--json"]));
+    assert_eq!(json_lines(&out).len(), 1);
+}
+
 #[test]
 fn a_backend_not_compiled_in_is_named() {
     let out = lsr()

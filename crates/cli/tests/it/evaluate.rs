@@ -227,17 +227,17 @@ fn eval_and_evaluate_c_agree_on_a_query_without_results() {
 }
 
 /// `lsr evaluate --format trec_eval` prints what trec_eval 9.0.8 prints, byte for byte
-/// (`data/fixtures/trec_eval/trec_eval-9.0.8`); where trec_eval's default set has measures lsr
-/// does not compute, the lines of those it does.
+/// (`data/fixtures/trec_eval/trec_eval-9.0.8`): chosen measures, its default set and
+/// `all_trec`, under each flag.
 #[test]
 fn trec_eval_format_prints_what_trec_eval_prints() {
     let dir = fixture("trec_eval");
     let expected =
         |file: &str| std::fs::read_to_string(format!("{dir}/trec_eval-9.0.8/{file}.txt")).unwrap();
-    let lsr_text = |args: &[&str]| {
+    let text_of = |qrels: &str, args: &[&str]| {
         let output = lsr()
             .args(["evaluate", "--format", "trec_eval"])
-            .args(["--qrels", &format!("{dir}/qrels.graded.txt")])
+            .args(["--qrels", &format!("{dir}/{qrels}")])
             .args(["--run", &format!("{dir}/run.txt")])
             .args(args)
             .output()
@@ -249,6 +249,7 @@ fn trec_eval_format_prints_what_trec_eval_prints() {
         );
         String::from_utf8(output.stdout).unwrap()
     };
+    let lsr_text = |args: &[&str]| text_of("qrels.graded.txt", args);
     let three = ["-m", "ndcg_cut.10", "-m", "recip_rank", "-m", "recall.1000"];
     let with = |flags: &[&'static str]| [flags, &three[..]].concat();
     assert_eq!(
@@ -267,16 +268,7 @@ fn trec_eval_format_prints_what_trec_eval_prints() {
         lsr_text(&with(&["-c", "-M", "10", "-l", "2"])),
         expected("c_M10_l2_m_recip_rank_ndcg_cut.10_recall.1000")
     );
-    // trec_eval's default set, for the measures lsr computes (the counts, map, recip_rank, P).
-    let default = lsr_text(&[]);
-    let name = |line: &str| line.split('\t').next().unwrap().trim().to_string();
-    let printed: Vec<String> = default.lines().map(name).collect();
-    let computed = |text: String| -> String {
-        text.lines()
-            .filter(|line| printed.contains(&name(line)))
-            .map(|line| format!("{line}\n"))
-            .collect()
-    };
+    // trec_eval's default set, whole, under each flag, and as `-m official` names it.
     for (flags, file) in [
         (&[][..], "default"),
         (&["-c"][..], "c"),
@@ -284,9 +276,17 @@ fn trec_eval_format_prints_what_trec_eval_prints() {
         (&["-l", "2"][..], "l2"),
         (&["-c", "-l", "2"][..], "c_l2"),
         (&["-q"][..], "q"),
+        (&["-m", "official"][..], "default"),
+        (&["-m", "all_trec"][..], "m_all_trec"),
+        (&["-q", "-m", "all_trec"][..], "q_m_all_trec"),
+        (&["-c", "-l", "2", "-m", "all_trec"][..], "c_l2_m_all_trec"),
+        (&["-M", "10", "-m", "all_trec"][..], "M10_m_all_trec"),
     ] {
-        assert_eq!(lsr_text(flags), computed(expected(file)), "{file}");
+        assert_eq!(lsr_text(flags), expected(file), "{file} ({flags:?})");
     }
+    // Judgements of -1 (pooled, not judged), which bpref, infAP and relstring set apart.
+    let pooled = text_of("qrels.pooled.txt", &["-q", "-m", "all_trec"]);
+    assert_eq!(pooled, expected("pooled_q_m_all_trec"));
 }
 
 /// `lsr eval --quantize 100` scores as Anserini would score the vectors `lsr vectors export`

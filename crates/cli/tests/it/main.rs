@@ -4,8 +4,10 @@
 mod cli;
 mod common;
 mod evaluate;
+mod justfile;
 mod matrix;
-mod paths;
 mod outputs;
+mod paths;
+mod readme;
 mod sentence_transformers;
 mod train;

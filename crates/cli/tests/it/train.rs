@@ -1,6 +1,7 @@
 //! `lsr train` and `lsr export` as a user runs them: a real SIGKILL and `--resume`, SIGTERM
 //! (a checkpoint at the next step, exit code 75) and `--resume`, two processes on one output,
-//! a full disk, the collapse exit code, an exported checkpoint read back by `lsr encode`.
+//! a full disk, the collapse exit code, an exported checkpoint read back by `lsr encode`, and
+//! what a piped run prints and logs.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -311,6 +312,41 @@ fn an_exported_checkpoint_encodes_like_the_model_training_wrote() {
         .output()
         .unwrap();
     assert_ne!(base.stdout, trained);
+}
+
+/// Training with its stderr piped (not a terminal) logs progress lines as it goes at the default
+/// level, without terminal colours, and `train.csv` holds each number as the shortest text that reads back exactly
+/// (λ = 1.2e-13, not 0.00000000000012000000000000002).
+#[test]
+fn piped_training_logs_progress_and_writes_numbers_shortest() {
+    let dir = tempfile::tempdir().unwrap();
+    let cell = write_cell(dir.path(), 10, 5);
+    let out = lsr()
+        .args(["train", "--config"])
+        .arg(&cell)
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        !stderr.contains('\x1b'),
+        "no terminal colours in a pipe: {stderr}"
+    );
+    let progress = stderr
+        .lines()
+        .filter(|l| l.contains("training") && l.contains("step="))
+        .count();
+    assert_eq!(
+        progress, 10,
+        "a line per step of 10 (1% is less than a step): {stderr}"
+    );
+    let csv = std::fs::read_to_string(dir.path().join("out/train.csv")).unwrap();
+    for field in csv.lines().skip(1).flat_map(|row| row.split(',')) {
+        let value: f64 = field.parse().unwrap();
+        assert_eq!(lsr_files::number::shortest(value), field);
+        assert!(field.len() <= 24, "{field}");
+    }
 }
 
 #[test]
