@@ -48,23 +48,23 @@ pub enum BenchCommand {
 #[derive(Args)]
 pub struct ReduceBench {
     /// Rows of the column sum (tokens of a micro-batch: 64 documents × 256).
-    #[arg(long, default_value_t = 16384)]
+    #[arg(long, default_value_t = 16384, value_parser = crate::values::at_least_one)]
     rows: usize,
     /// Columns of the column sum (BERT-base's FFN width).
-    #[arg(long, default_value_t = 3072)]
+    #[arg(long, default_value_t = 3072, value_parser = crate::values::at_least_one)]
     width: usize,
     /// Texts of the SPLADE max.
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = 64, value_parser = crate::values::at_least_one)]
     batch: usize,
     /// Tokens per text of the SPLADE max.
-    #[arg(long, default_value_t = 256)]
+    #[arg(long, default_value_t = 256, value_parser = crate::values::at_least_one)]
     seq_len: usize,
     /// Vocabulary terms of the SPLADE max (one head tile).
-    #[arg(long, default_value_t = lsr_splade::HEAD_TILE)]
+    #[arg(long, default_value_t = lsr_splade::HEAD_TILE, value_parser = crate::values::at_least_one)]
     terms: usize,
     #[arg(long, default_value_t = 2)]
     warmup: usize,
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = 10, value_parser = crate::values::at_least_one)]
     iterations: usize,
     #[arg(long)]
     device: Option<String>,
