@@ -170,16 +170,22 @@ mod tests {
         }
     }
 
-    #[test]
-    fn tiled_encoding_equals_pooling_the_whole_logits() {
-        let device = Device::flex();
-        let dir = lsr_backbone::reference::fixtures_dir().join("modernbert");
-        let backbone = Backbone::load(dir.to_str().unwrap(), &device, 32).unwrap();
+    /// A family's parity fixture on `device` and two texts tokenised by it.
+    fn fixture_batch(family: &str, device: &Device) -> (Backbone, Tensor<2, Int>, Tensor<2, Int>) {
+        let dir = lsr_backbone::reference::fixtures_dir().join(family);
+        let backbone = Backbone::load(dir.to_str().unwrap(), device, 32).unwrap();
         let batch = backbone
             .tokenizer
             .encode_batch(&["boil an egg", "the capital of france is paris"])
             .unwrap();
-        let (ids, mask) = batch.to_tensors(&device);
+        let (ids, mask) = batch.to_tensors(device);
+        (backbone, ids, mask)
+    }
+
+    #[test]
+    fn tiled_encoding_equals_pooling_the_whole_logits() {
+        let device = Device::flex();
+        let (backbone, ids, mask) = fixture_batch("modernbert", &device);
         let model = &backbone.model;
         let whole = splade_pool(model.forward(ids.clone(), mask.clone()), mask.clone());
         // 7 does not divide the vocabulary: the last tile is shorter.
@@ -204,13 +210,7 @@ mod tests {
         let devices = lsr_backbone::reference::test_devices().into_iter();
         for (device, family) in devices.flat_map(|d| [(d.clone(), "bert"), (d, "modernbert")]) {
             let device = device.autodiff();
-            let dir = lsr_backbone::reference::fixtures_dir().join(family);
-            let backbone = Backbone::load(dir.to_str().unwrap(), &device, 32).unwrap();
-            let batch = backbone
-                .tokenizer
-                .encode_batch(&["boil an egg", "the capital of france is paris"])
-                .unwrap();
-            let (ids, mask) = batch.to_tensors(&device);
+            let (backbone, ids, mask) = fixture_batch(family, &device);
             let model = &backbone.model;
             // Dropout acts on a device that records gradients: both passes draw the same masks.
             device.seed(7);
