@@ -33,7 +33,7 @@ use cudarc::cublaslt::sys;
 use cudarc::driver::sys::CUdeviceptr;
 use cudarc::driver::{CudaContext, CudaStream};
 
-use crate::precision::MatmulMode;
+use crate::matmul_mode::MatmulMode;
 
 /// Whether `mode` sends the products on `device` to cuBLASLt: never off CUDA; `auto` when
 /// libcublasLt loads; `cublas` always, or an error when libcublasLt does not load.

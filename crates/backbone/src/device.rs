@@ -6,7 +6,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use burn::prelude::Device;
 
 use crate::error::{BackboneError, Result};
-use crate::precision::{self, MatmulMode};
+use crate::matmul_mode::{MatmulMode, matmul_mode};
+use crate::precision;
 
 /// Set while a backend is being started: what it logs then is the probe's error text instead.
 static PROBING: AtomicBool = AtomicBool::new(false);
@@ -55,7 +56,7 @@ pub fn compiled_backends() -> Vec<&'static str> {
 pub fn parse_device(spec: Option<&str>) -> Result<Device> {
     let device = choose(spec)?;
     let route = precision::products_route(&device).map_err(BackboneError::Setting)?;
-    if precision::matmul_mode() == Ok(MatmulMode::Cublas) && route != MatmulMode::Cublas {
+    if matmul_mode() == Ok(MatmulMode::Cublas) && route != MatmulMode::Cublas {
         tracing::warn!("LSR_MATMUL=cublas: {device:?} is not a CUDA device; its products use cube");
     }
     Ok(device)

@@ -9,6 +9,7 @@ use burn::nn::Linear;
 use burn::prelude::*;
 use burn::tensor::DType;
 
+use crate::matmul_mode::{MatmulMode, matmul_mode};
 use crate::norm::add_rows;
 
 /// A model's arithmetic: `f32`, or `bf16-mixed` (bf16 matrix products and activations with f32
@@ -98,49 +99,6 @@ pub fn matmul<const D: usize>(a: Tensor<D>, b: Tensor<D>) -> Tensor<D> {
     a.matmul(b)
 }
 
-/// How products are computed, from `LSR_MATMUL`: `cube` (burn's matmul, cubecl's kernels on a
-/// GPU; the default), `cublas` (cuBLASLt on CUDA devices) or `auto` (cuBLASLt where the device
-/// is CUDA and libcublasLt loads, else cube). Off CUDA, and in builds without the `cuda`
-/// feature, every mode computes products as `cube` does.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum MatmulMode {
-    Cube,
-    Cublas,
-    Auto,
-}
-
-impl MatmulMode {
-    pub const VARIABLE: &'static str = "LSR_MATMUL";
-    pub const NAMES: [&'static str; 3] = ["cube", "cublas", "auto"];
-
-    /// The mode a value of `LSR_MATMUL` names (unset or empty: `cube`).
-    pub fn parse(value: Option<&str>) -> std::result::Result<Self, String> {
-        match value.unwrap_or("") {
-            "" | "cube" => Ok(Self::Cube),
-            "cublas" => Ok(Self::Cublas),
-            "auto" => Ok(Self::Auto),
-            other => Err(format!(
-                "{}=`{other}`: expected one of {}",
-                Self::VARIABLE,
-                Self::NAMES.join(", ")
-            )),
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        Self::NAMES[self as usize]
-    }
-}
-
-/// `LSR_MATMUL`, read once per process.
-pub fn matmul_mode() -> std::result::Result<MatmulMode, String> {
-    static MODE: std::sync::OnceLock<std::result::Result<MatmulMode, String>> =
-        std::sync::OnceLock::new();
-    MODE.get_or_init(|| MatmulMode::parse(std::env::var(MatmulMode::VARIABLE).ok().as_deref()))
-        .clone()
-}
-
 /// Whether products on `device` run `cube` or `cublas` under `LSR_MATMUL` (never `auto`: what
 /// it resolved to), or why the setting cannot work there (a bad value; `cublas` on a CUDA
 /// device without libcublasLt).
@@ -222,19 +180,5 @@ mod tests {
             assert_eq!(name.parse::<Precision>().unwrap().name(), name);
         }
         assert!("fp16".parse::<Precision>().is_err());
-    }
-
-    #[test]
-    fn lsr_matmul_values_parse_and_a_bad_one_names_the_variable_and_the_choices() {
-        assert_eq!(MatmulMode::parse(None), Ok(MatmulMode::Cube));
-        assert_eq!(MatmulMode::parse(Some("")), Ok(MatmulMode::Cube));
-        for name in MatmulMode::NAMES {
-            assert_eq!(MatmulMode::parse(Some(name)).unwrap().name(), name);
-        }
-        let error = MatmulMode::parse(Some("cuBLAS")).unwrap_err();
-        assert!(
-            error.contains("LSR_MATMUL=`cuBLAS`") && error.contains("cube, cublas, auto"),
-            "{error}"
-        );
     }
 }
