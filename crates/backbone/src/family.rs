@@ -2,9 +2,10 @@
 //! (its `model_type`, the common questions its config answers, how it loads, its miniature) and
 //! an encoder module implementing [`EncoderModel`]; its line in `registry!` at the bottom
 //! declares the module and generates [`Encoder`], the burn module that holds any family's
-//! encoder, and [`FAMILIES`].
+//! encoder, and [`FAMILIES`]. A checkpoint's `config.json` is read here too, as its family's
+//! ([`ModelConfig`]), since a family loads from that config and the config names its family.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use burn::nn::Embedding;
 use burn::prelude::*;
@@ -13,9 +14,10 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::config::{ModelConfig, parse_json};
-use crate::error::Result;
+use crate::config::parse_json;
+use crate::error::{BackboneError, Result};
 use crate::head::MlmHead;
+use crate::layers::Dropout;
 use crate::weights::Weights;
 
 /// What every family's `config.json` must answer, whatever its keys are called. Deserialised
@@ -41,6 +43,88 @@ impl Dims {
         parse_json::<C>(path, text)?;
         parse_json(path, text)
     }
+}
+
+/// A checkpoint's `config.json`: the path it was read from (for messages), its family, and
+/// what every family answers.
+#[derive(Clone, Debug)]
+pub struct ModelConfig {
+    pub path: PathBuf,
+    pub family: &'static Family,
+    pub dims: Dims,
+    text: String,
+    /// Whether the model drops where its config says in training (`false`: nowhere).
+    pub dropout: bool,
+}
+
+impl ModelConfig {
+    pub fn read(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path).map_err(|e| BackboneError::io(path, e))?;
+        Self::parse(path, &text)
+    }
+
+    pub fn parse(path: &Path, text: &str) -> Result<Self> {
+        let value: serde_json::Value = parse_json(path, text)?;
+        let model_type = value
+            .get("model_type")
+            .and_then(|v| v.as_str())
+            .ok_or_else(|| BackboneError::config(path, "missing field `model_type`"))?;
+        let family = by_model_type(model_type).ok_or_else(|| BackboneError::UnknownModelType {
+            path: path.to_path_buf(),
+            model_type: model_type.to_string(),
+            supported: supported_model_types(),
+        })?;
+        let dims = (family.dims)(path, text)?;
+        validate(path, &dims)?;
+        Ok(Self {
+            path: path.to_path_buf(),
+            family,
+            dims,
+            text: text.to_string(),
+            dropout: true,
+        })
+    }
+
+    /// The family name used in tables and messages.
+    pub fn family(&self) -> &'static str {
+        self.family.name
+    }
+
+    /// The config as the family's own type, naming the field that does not fit.
+    pub fn arch<T: DeserializeOwned>(&self) -> Result<T> {
+        parse_json(&self.path, &self.text)
+    }
+}
+
+impl ModelConfig {
+    /// The dropout of config field `field` with probability `p` (none if this model is loaded
+    /// without dropout); `p` must be in [0, 1).
+    pub fn dropout(&self, field: &str, p: f64) -> Result<Dropout> {
+        if !(0.0..1.0).contains(&p) {
+            return Err(BackboneError::config(
+                &self.path,
+                format!("field `{field}`: a dropout probability must be in [0, 1), got {p}"),
+            ));
+        }
+        Ok(Dropout(if self.dropout { p } else { 0.0 }))
+    }
+}
+
+fn validate(path: &Path, dims: &Dims) -> Result<()> {
+    let (hidden, heads) = (dims.hidden_size, dims.attention_heads);
+    if heads == 0 || hidden % heads != 0 {
+        return Err(BackboneError::config(
+            path,
+            format!("hidden size {hidden} is not divisible by {heads} attention heads"),
+        ));
+    }
+    if dims.vocab_size == 0 {
+        return Err(BackboneError::config(
+            path,
+            "field `vocab_size` must be > 0",
+        ));
+    }
+    Ok(())
 }
 
 /// One backbone family: everything the rest of the crate asks of it.

@@ -10,10 +10,11 @@ use std::path::Path;
 use burn::prelude::*;
 use serde_json::{Value, json};
 
-use crate::config::ModelConfig;
 use crate::error::{BackboneError, Result};
-use crate::family::{self, FAMILIES};
-use crate::hf_names::{TensorNames, write_directory, write_json, write_safetensors};
+
+use crate::family::{self, FAMILIES, ModelConfig};
+use crate::hf_names::TensorNames;
+use crate::hf_writer::{write_directory, write_safetensors};
 use crate::model::MaskedLm;
 use crate::tokenizer::TextTokenizer;
 use crate::weights::Weights;
@@ -106,8 +107,8 @@ pub fn write_miniature(
     })?;
     let config = (family.miniature)(SPECIALS.len() + words.len());
     write_directory(out, |staging| {
-        write_json(&staging.join("config.json"), &config)?;
-        write_json(&staging.join("tokenizer.json"), &tokenizer(words))?;
+        lsr_files::write_json(&staging.join("config.json"), &config)?;
+        lsr_files::write_json(&staging.join("tokenizer.json"), &tokenizer(words))?;
         let model_config = ModelConfig::read(&staging.join("config.json"))?;
         // Checks the vocabulary against the embeddings, as loading will.
         TextTokenizer::from_file(

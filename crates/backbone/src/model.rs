@@ -8,9 +8,8 @@ use burn::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::checkpoint::Checkpoint;
-use crate::config::ModelConfig;
 use crate::error::{BackboneError, Result};
-use crate::family::{Encoder, EncoderModel};
+use crate::family::{Encoder, EncoderModel, ModelConfig};
 use crate::head::MlmHead;
 use crate::hf_names::TensorNames;
 use crate::precision::Precision;

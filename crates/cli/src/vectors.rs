@@ -6,7 +6,8 @@ use std::path::PathBuf;
 use anyhow::Result;
 use clap::{Args, Subcommand, ValueEnum};
 use lsr_backbone::{Checkpoint, ModelConfig, TextTokenizer};
-use lsr_eval::export::{DEFAULT_QUANTIZE, Format, export};
+use lsr_eval::export::{Format, export};
+use lsr_eval::impact::DEFAULT_QUANTIZE;
 use lsr_eval::vectors::Vocabulary;
 
 #[derive(Subcommand)]

@@ -11,15 +11,9 @@ use std::path::Path;
 use prost::Message;
 
 use crate::error::{EvalError, Result};
+use crate::impact::quantize;
+use crate::progress::progress_bar;
 use crate::vectors::{Vocabulary, check_vocabulary, read_vectors};
-
-/// Anserini's factor for SPLADE impacts: the published SPLADE corpora are `round(w × 100)`.
-pub const DEFAULT_QUANTIZE: f32 = 100.0;
-
-/// The integer impact of a weight, as the published SPLADE corpora round it.
-pub fn quantize(weight: f32, factor: f32) -> u32 {
-    (weight * factor).round().max(0.0) as u32
-}
 
 /// The target formats.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -62,7 +56,7 @@ pub fn export(
         return write_ciff(vectors, vocabulary, factor, CIFF_POSTINGS_PER_PASS, out);
     }
     let mut count = 0;
-    let progress = crate::pipeline::progress_bar(&format!("{}", out.display()));
+    let progress = progress_bar(&format!("{}", out.display()));
     write_out(out, |file| {
         read_vectors(vectors, |id, terms| {
             let line = match format {
@@ -267,7 +261,7 @@ fn write_ciff(
             start = end;
         }
         let mut docid = 0;
-        let progress = crate::pipeline::progress_bar(&format!("{} documents", out.display()));
+        let progress = progress_bar(&format!("{} documents", out.display()));
         let records = read_vectors(vectors, |id, terms| {
             let doclength = terms
                 .iter()
@@ -332,6 +326,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
+    use crate::impact::DEFAULT_QUANTIZE;
     use crate::vectors::VectorWriter;
 
     type Vectors = Vec<(String, BTreeMap<u32, f32>)>;

@@ -9,9 +9,11 @@
 pub mod error;
 pub mod export;
 pub mod flops;
+pub mod impact;
 pub mod index;
 pub mod metrics;
 pub mod pipeline;
+mod progress;
 pub mod trec_eval;
 mod trec_measures;
 pub mod vectors;

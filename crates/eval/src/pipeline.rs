@@ -9,11 +9,9 @@
 //! | `metrics.json` | mean measures, FLOPs and L0, counts, settings |
 //! | `per_query.json` | every query's measures |
 
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use indicatif::{ProgressBar, ProgressStyle};
 use lsr_backbone::{Precision, TextTokenizer};
 use lsr_splade::SpladeEncoder;
 use serde::Serialize;
@@ -22,6 +20,7 @@ use crate::error::Result;
 use crate::flops::{Sparsity, sparsity};
 use crate::index::{IndexBuilder, InvertedIndex, Sparse};
 use crate::metrics::{Evaluation, Measure, evaluate};
+use crate::progress::{counted_style, progress_bar};
 use crate::vectors::{Fingerprint, VectorWriter, Vocabulary};
 use lsr_data::Dataset;
 use lsr_data::Qrels;
@@ -56,7 +55,7 @@ pub struct EvalSettings {
     /// nothing) counting 0: trec_eval `-c`, and MS MARCO's official evaluation.
     pub complete: bool,
     /// Retrieve with integer impacts, documents and queries as round(weight × this), as
-    /// Anserini scores an export of them (`crate::export`); the vector files keep the weights.
+    /// Anserini scores an export of them (`lsr eval`'s export); the vector files keep the weights.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub quantize: Option<f32>,
 }
@@ -226,7 +225,7 @@ fn impacts(terms: &[(u32, f32)], quantize: Option<f32>) -> std::borrow::Cow<'_, 
         None => std::borrow::Cow::Borrowed(terms),
         Some(factor) => terms
             .iter()
-            .map(|&(t, w)| (t, crate::export::quantize(w, factor) as f32))
+            .map(|&(t, w)| (t, crate::impact::quantize(w, factor) as f32))
             .filter(|&(_, impact)| impact > 0.0)
             .collect(),
     }
@@ -402,28 +401,6 @@ fn judged_missing(
         );
     }
     missing
-}
-
-/// A spinner counting texts on a terminal, hidden otherwise; given a total
-/// (`ProgressBar::set_length` with [`counted_style`]), a bar with the ETA.
-pub(crate) fn progress_bar(label: &str) -> ProgressBar {
-    if !std::io::stderr().is_terminal() {
-        return ProgressBar::hidden();
-    }
-    let bar = ProgressBar::new_spinner().with_message(label.to_string());
-    bar.set_style(
-        ProgressStyle::with_template("{spinner} {msg}: {human_pos} texts, {per_sec}, {elapsed}")
-            .expect("valid template"),
-    );
-    bar
-}
-
-/// The style of a progress bar whose total is known: done of total, rate, elapsed and ETA.
-pub(crate) fn counted_style() -> ProgressStyle {
-    ProgressStyle::with_template(
-        "{msg}: {bar:30} {human_pos}/{human_len} texts, {per_sec}, {elapsed} < {eta}",
-    )
-    .expect("valid template")
 }
 
 /// The number of lines of a plain-text corpus (a document per line, TSV or JSONL): the total

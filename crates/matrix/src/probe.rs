@@ -15,9 +15,6 @@ use crate::cell::Cell;
 use crate::error::{MatrixError, Result};
 use crate::spec::Matrix;
 
-/// The probe's share of the recipe's steps unless the matrix's `[probe]` says otherwise.
-pub const DEFAULT_FRACTION: f64 = 0.05;
-
 /// What became of a probe of one backbone.
 #[derive(Debug)]
 pub enum ProbeState {

@@ -47,6 +47,9 @@ struct MatrixFile {
     probe: Option<ProbeSpec>,
 }
 
+/// The probe's share of the recipe's steps unless the matrix's `[probe]` says otherwise.
+pub const DEFAULT_PROBE_FRACTION: f64 = 0.05;
+
 /// `[probe]`: how `lsr matrix probe` shortens the recipe.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -377,7 +380,7 @@ impl Source<'_> {
     /// `[probe] fraction`, in (0, 1].
     fn probe_fraction(&self, probe: Option<&ProbeSpec>) -> Result<f64> {
         let Some(spec) = probe else {
-            return Ok(crate::probe::DEFAULT_FRACTION);
+            return Ok(DEFAULT_PROBE_FRACTION);
         };
         let fraction = *spec.fraction.get_ref();
         if fraction > 0.0 && fraction <= 1.0 {

@@ -12,9 +12,9 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::norm::LayerNorm;
-use crate::config::{ModelConfig, default_one, default_true, default_type_vocab};
+use crate::config::{default_one, default_true, default_type_vocab};
+use crate::family::{Dims, Encoder, EncoderModel, Family, ModelConfig, registered};
 use crate::error::{BackboneError, Result};
-use crate::family::{Dims, Encoder, EncoderModel, Family, registered};
 use crate::head::{HeadNames, HeadShape, MlmHead};
 use crate::layers::{
     Activation, Dropout, PostLnBlock, PostLnDropout, PostLnNames, PostLnShape, leading_rows,

@@ -11,9 +11,9 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::norm::LayerNorm;
-use crate::config::{ModelConfig, default_dropout, default_true, parse_json};
+use crate::config::{default_dropout, default_true, parse_json};
+use crate::family::{Dims, Encoder, EncoderModel, Family, ModelConfig, registered};
 use crate::error::Result;
-use crate::family::{Dims, Encoder, EncoderModel, Family, registered};
 use crate::head::{HeadNames, HeadShape, MlmHead};
 use crate::layers::{
     Activation, Dropout, PostLnBlock, PostLnDropout, PostLnNames, PostLnShape, leading_rows,

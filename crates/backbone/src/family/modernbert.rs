@@ -19,9 +19,9 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::norm::LayerNorm;
-use crate::config::{ModelConfig, default_true};
+use crate::config::{default_true};
+use crate::family::{Dims, Encoder, EncoderModel, Family, ModelConfig, registered};
 use crate::error::{BackboneError, Result};
-use crate::family::{Dims, Encoder, EncoderModel, Family, registered};
 use crate::head::{HeadNames, HeadShape, MlmHead};
 use crate::layers::{
     ActivatedHalf, Activation, Dropout, Rope, gated_mlp, padding_bias, rotary_attention,
