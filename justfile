@@ -43,7 +43,7 @@ reproduce matrix="mini":
 mini-precision: (reproduce "mini")
     scripts/mini/precision.sh
 
-# Choosing k on the miniature: rule and probe against the 35-cell grid, three seeds (README, "Choosing k").
+# Choosing k on the miniature: rule and probe against the 35-cell grid, three seeds (docs/k-choice.md).
 mini-k *seeds: (reproduce "mini")
     scripts/mini/k-choice.sh {{seeds}}
 

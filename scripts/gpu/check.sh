@@ -10,7 +10,7 @@
 #
 # On the GPU machine (CUDA driver, PyTorch, transformers; no Rust, no network), from the
 # repository root, with the prebuilt binary in target/gpu/lsr.tar.xz (`scripts/gpu/pack.sh`)
-# and the Vulkan loader packages in .gl (README, "GPU"):
+# and the Vulkan loader packages in .gl (docs/gpu.md, "At run time"):
 #     OUT=<dir> scripts/gpu/check.sh [--budget SECONDS] [--precisions "f32 bf16-mixed"]
 #                                    [--modes "cube cublas"]
 # Dry run on a CPU (flex, tiny shapes, PyTorch on CPU from .venv), which is how it is tested:

@@ -18,7 +18,7 @@ SAME = {"f32": ("f32", "on"), "bf16-mixed": ("bf16", "off")}
 TARGET = {("train", "f32"): 1.0, ("train", "bf16-mixed"): 1.0, ("encode", "f32"): 1.5,
           ("encode", "bf16-mixed"): 1.5, ("matmul", "f32"): 0.9, ("matmul", "bf16-mixed"): 0.9}
 # A table1 cell: the recipe's 150k steps at 4× the benchmark's batch (the recipe's 128 queries,
-# measured as 4 steps of 32), as the README extrapolates; evaluation not included.
+# measured as 4 steps of 32), as docs/matrix.md extrapolates; evaluation not included.
 CELL_STEPS, CELL_BATCHES = 150_000, 4
 
 

@@ -21,13 +21,13 @@ pub struct EvalArgs {
     /// nanobeir-13, or ir_datasets ids (repeatable).
     #[arg(long = "dataset", required = true)]
     datasets: Vec<String>,
-    /// Where the data sets' standard files are (see README.md, Data).
+    /// Where the data sets' standard files are (see docs/data.md, "Data sets").
     #[arg(long, default_value = "data")]
     data_root: PathBuf,
     /// One subdirectory per data set receives vectors, run, metrics and per-query metrics.
     #[arg(long)]
     output: PathBuf,
-    /// Measures, comma-separated (README.md, Data, has the names).
+    /// Measures, comma-separated (docs/data.md, "Measure names", has the names).
     #[arg(
         long,
         value_delimiter = ',',

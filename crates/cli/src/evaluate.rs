@@ -19,12 +19,12 @@ pub struct EvaluateArgs {
     /// Measures: mrr@10, ndcg@10, recall@100, recall@1000, p@10, map, ndcg, recip_rank, gm_map,
     /// rprec, bpref, iprec@0.50, or ir_measures names (RR@10, nDCG@10, R@1000, P@10, AP, AP@10,
     /// R(rel=2)@1000), or trec_eval's (ndcg_cut.10, recall_1000, P_10, iprec_at_recall.0.5,
-    /// map_cut.10, infAP, ...); README.md, Data, has the table. Default: mrr@10, ndcg@10,
-    /// recall@100, recall@1000. With `--format trec_eval`, also trec_eval's sets: `official`
-    /// (the default: the counts runid, num_q, num_ret, num_rel, num_rel_ret, then map, gm_map,
-    /// Rprec, bpref, recip_rank, iprec_at_recall, P) and `all_trec`, and a measure without its
-    /// parameters (P, recall, ndcg_cut, map_cut, relative_P, success, iprec_at_recall,
-    /// Rprec_mult) at trec_eval's defaults.
+    /// map_cut.10, infAP, ...); docs/data.md, "Measure names", has the table. Default: mrr@10,
+    /// ndcg@10, recall@100, recall@1000. With `--format trec_eval`, also trec_eval's sets:
+    /// `official` (the default: the counts runid, num_q, num_ret, num_rel, num_rel_ret, then map,
+    /// gm_map, Rprec, bpref, recip_rank, iprec_at_recall, P) and `all_trec`, and a measure
+    /// without its parameters (P, recall, ndcg_cut, map_cut, relative_P, success,
+    /// iprec_at_recall, Rprec_mult) at trec_eval's defaults.
     #[arg(short = 'm', long, value_delimiter = ',')]
     measures: Vec<String>,
     /// Grade from which a document counts as relevant for binary measures (trec_eval -l);

@@ -70,7 +70,7 @@ enum Command {
     Bench(bench::BenchCommand),
 }
 
-/// The log levels without `RUST_LOG` (README, Commands, "Logs").
+/// The log levels without `RUST_LOG` (docs/commands.md, "Logs").
 const DEFAULT_LOG: &str =
     "warn,lsr_backbone::device=info,lsr_train=info,lsr_eval=info,lsr_matrix=info";
 

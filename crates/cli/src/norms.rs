@@ -26,7 +26,7 @@ pub struct NormsArgs {
 pub enum KCommand {
     /// The k the head-norm rule picks for each checkpoint before any training: the grid's k
     /// that brings the decoder's mean row norm nearest (log scale) to a reference norm
-    /// (README, "Choosing k").
+    /// (docs/k-choice.md, "The head-norm rule").
     Suggest(SuggestArgs),
 }
 

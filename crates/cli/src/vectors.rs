@@ -12,7 +12,7 @@ use lsr_eval::vectors::Vocabulary;
 
 #[derive(Subcommand)]
 pub enum VectorsCommand {
-    /// Write a vector file for a search engine (README.md, "Indexing with a search engine").
+    /// Write a vector file for a search engine (docs/interop.md, "Indexing with a search engine").
     Export(ExportArgs),
 }
 

@@ -353,7 +353,7 @@ fn find(dir: &Path, file: &str) -> Result<PathBuf> {
     Err(DataError::File {
         path: plain,
         message: "not found (nor its .gz); put the data set's standard files under the data \
-                  root (`--data-root`, default data/); see README.md, Data"
+                  root (`--data-root`, default data/); see docs/data.md"
             .into(),
     })
 }

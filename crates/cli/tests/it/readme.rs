@@ -1,6 +1,6 @@
-//! The README's walk-through on the miniature, run as it is written: the block after its
-//! `walk-through` marker, by bash, from a directory laid out as the repository (its
-//! `experiments/`), with the `lsr` under test first on the PATH.
+//! The walk-through of one miniature cell by hand (docs/miniature.md), run as it is written:
+//! the block after its `walk-through` marker, by bash, from a directory laid out as the
+//! repository (its `experiments/`), with the `lsr` under test first on the PATH.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -9,12 +9,12 @@ fn repository() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// The first `sh` block after the walk-through marker of README.md.
+/// The first `sh` block after the walk-through marker of docs/miniature.md.
 fn walk_through() -> String {
-    let readme = std::fs::read_to_string(repository().join("README.md")).unwrap();
+    let readme = std::fs::read_to_string(repository().join("docs/miniature.md")).unwrap();
     let (_, after) = readme
         .split_once("<!-- walk-through: run by crates/cli/tests/it/readme.rs -->")
-        .expect("README.md has the walk-through marker");
+        .expect("docs/miniature.md has the walk-through marker");
     let (_, block) = after
         .split_once("```sh\n")
         .expect("a sh block after the marker");
