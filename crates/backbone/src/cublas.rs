@@ -803,6 +803,7 @@ fn layout(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use itertools::Itertools;
 
     #[test]
     fn strides_map_to_a_transpose_flag_and_leading_dimension() {
@@ -914,7 +915,7 @@ mod tests {
             let (a_data, b_data) = (store(&a, trans_a, lda), store(&b, trans_b, ldb));
             let got = column_major_product(&call, k, &b_data, &a_data);
             assert_eq!(got.len(), m * n);
-            for (g, e) in got.iter().zip(&expected) {
+            for (g, e) in got.iter().zip_eq(&expected) {
                 assert!(
                     (g - e).abs() < 1e-5,
                     "trans {trans_a}/{trans_b}: {got:?} vs {expected:?}"

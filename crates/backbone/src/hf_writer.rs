@@ -145,6 +145,7 @@ mod tests {
     use super::*;
     use crate::model::{Backbone, RescaleMode};
     use crate::reference::fixtures_dir;
+    use itertools::Itertools;
 
     fn logits(model: &MaskedLm, backbone: &Backbone) -> Vec<f32> {
         let batch = backbone
@@ -195,7 +196,7 @@ mod tests {
             );
             let max_diff = want
                 .iter()
-                .zip(&got)
+                .zip_eq(&got)
                 .map(|(a, b)| (a - b).abs())
                 .fold(0.0, f32::max);
             assert!(max_diff == 0.0, "{family} {mode:?}: max |Δ| {max_diff}");

@@ -83,6 +83,7 @@ pub fn row_block(rows: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use itertools::Itertools;
 
     fn values<const D: usize>(t: Tensor<D>) -> Vec<f32> {
         t.into_data().convert::<f32>().try_into_vec().unwrap()
@@ -139,7 +140,7 @@ mod tests {
             let out_b = theirs.forward(x_b.clone());
             let close = |a: Vec<f32>, b: Vec<f32>, what: &str| {
                 assert_eq!(a.len(), b.len(), "{what}");
-                for (x, y) in a.iter().zip(&b) {
+                for (x, y) in a.iter().zip_eq(&b) {
                     assert!(
                         (x - y).abs() <= 1e-5 * y.abs().max(1.0),
                         "{what}: {x} vs {y}"

@@ -127,6 +127,7 @@ pub fn residual<const D: usize>(residual: Tensor<D>, update: Tensor<D>) -> Tenso
 mod tests {
     use super::*;
     use burn::nn::LinearConfig;
+    use itertools::Itertools;
 
     #[test]
     fn linear_runs_in_the_compute_dtype_and_its_gradient_reaches_the_f32_weight() {
@@ -146,7 +147,7 @@ mod tests {
             .convert::<f32>()
             .try_into_vec()
             .unwrap();
-        for (a, b) in exact_values.iter().zip(&mixed_values) {
+        for (a, b) in exact_values.iter().zip_eq(&mixed_values) {
             // bf16 keeps 8 significant bits: operands and result each round by ≤ 2^-9.
             assert!((a - b).abs() <= 2e-2 * a.abs().max(1.0), "{a} vs {b}");
         }
@@ -169,7 +170,7 @@ mod tests {
         assert_eq!(mixed.dtype(), DType::BF16);
         let a: Vec<f32> = exact.into_data().convert::<f32>().try_into_vec().unwrap();
         let b: Vec<f32> = mixed.into_data().convert::<f32>().try_into_vec().unwrap();
-        for (a, b) in a.iter().zip(&b) {
+        for (a, b) in a.iter().zip_eq(&b) {
             assert!((a - b).abs() <= 2e-2, "{a} vs {b}");
         }
     }

@@ -20,8 +20,11 @@ pub fn fixtures_dir() -> PathBuf {
 /// device `LSR_TEST_DEVICE` names (CI: WGPU on Mesa's software Vulkan).
 pub fn test_devices() -> Vec<Device> {
     let mut devices = vec![Device::flex()];
-    if let Ok(spec) = std::env::var("LSR_TEST_DEVICE") {
-        devices.push(crate::device::parse_device(Some(&spec)).expect("LSR_TEST_DEVICE"));
+    match std::env::var("LSR_TEST_DEVICE") {
+        Ok(spec) => {
+            devices.push(crate::device::parse_device(Some(&spec)).expect("LSR_TEST_DEVICE"))
+        }
+        Err(_) => lsr_files::ci::cannot_set_up("a second device: LSR_TEST_DEVICE is not set"),
     }
     devices
 }

@@ -4,10 +4,12 @@
 //! files imply (`layout`), the rule of one writer per output (`lock`), a backbone's choice of k
 //! before its full runs (`probe`), how a path relative to the working directory is shown
 //! (`resolved`), the commit lsr was built from (`provenance`), and how a number is written as
-//! text (`number`). It compiles no tensor code, so the report reads results without burn. With
-//! the `small-disk` feature, tests get a small tmpfs to fill (`small_disk`).
+//! text (`number`). It compiles no tensor code, so the report reads results without burn. For
+//! tests: the rule for one that cannot set up its environment (`ci`) and, with the `small-disk`
+//! feature, a small tmpfs to fill (`small_disk`).
 
 pub mod atomic;
+pub mod ci;
 pub mod layout;
 pub mod lock;
 pub mod number;

@@ -1,6 +1,6 @@
 //! For tests of what a full disk does to lsr's writers: a small tmpfs mounted on a fresh
 //! temporary directory and filled on demand. Mounting needs root (or the capability); where it
-//! is refused the test is skipped with a message saying why.
+//! is refused the test is skipped with a message saying why, or fails in CI (`crate::ci`).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -13,7 +13,8 @@ pub struct SmallDisk {
 }
 
 impl SmallDisk {
-    /// A tmpfs of `bytes`; `None`, after saying why on stderr, where it cannot be mounted.
+    /// A tmpfs of `bytes`; `None`, after saying why on stderr, where it cannot be mounted (in CI,
+    /// a panic instead).
     pub fn mount(bytes: u64) -> Option<Self> {
         let dir = tempfile::tempdir().ok()?;
         let mounted = Command::new("mount")
@@ -27,14 +28,11 @@ impl SmallDisk {
             }),
             Ok(out) => {
                 let why = String::from_utf8_lossy(&out.stderr);
-                eprintln!(
-                    "skipped: mounting a small tmpfs needs root ({})",
-                    why.trim()
-                );
+                crate::ci::cannot_set_up(&format!("a small tmpfs (mount: {})", why.trim()));
                 None
             }
             Err(e) => {
-                eprintln!("skipped: cannot run mount ({e})");
+                crate::ci::cannot_set_up(&format!("a small tmpfs (cannot run mount: {e})"));
                 None
             }
         }

@@ -147,6 +147,7 @@ impl SpladeEncoder {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use itertools::Itertools;
 
     #[test]
     fn pooling_ignores_padded_tokens_and_negative_logits() {
@@ -165,7 +166,7 @@ mod tests {
             .try_into_vec::<f32>()
             .unwrap();
         let expected = [4.0f32.ln(), 0.0, 1.5f32.ln()];
-        for (got, want) in pooled.iter().zip(expected) {
+        for (got, want) in pooled.iter().zip_eq(expected) {
             assert!((got - want).abs() < 1e-6, "{pooled:?} != {expected:?}");
         }
     }
@@ -195,7 +196,7 @@ mod tests {
             whole.into_data().try_into_vec().unwrap(),
             tiled.into_data().try_into_vec().unwrap(),
         );
-        for (x, y) in a.iter().zip(&b) {
+        for (x, y) in a.iter().zip_eq(&b) {
             assert!((x - y).abs() <= 1e-6, "{x} vs {y}");
         }
     }

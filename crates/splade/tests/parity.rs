@@ -2,6 +2,7 @@
 //! from transformers' logits, within 1e-4.
 
 use burn::prelude::*;
+use itertools::Itertools;
 use lsr_backbone::reference::{ReferenceOutputs, fixture_texts, fixtures_dir};
 use lsr_backbone::{Backbone, RescaleMode};
 use lsr_splade::SpladeEncoder;
@@ -24,7 +25,7 @@ fn splade_vectors_match_transformers() {
         assert_eq!(got.len(), expected.splade.len(), "{name}");
         let worst = got
             .iter()
-            .zip(&expected.splade)
+            .zip_eq(&expected.splade)
             .fold(0.0f32, |m, (a, b)| m.max((a - b).abs()));
         assert!(worst <= 1e-4, "{name}: max |Δ SPLADE weight| = {worst:e}");
         assert!(

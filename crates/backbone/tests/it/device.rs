@@ -57,6 +57,7 @@ fn cuda_without_a_driver_is_a_clear_error_and_not_the_default() {
 #[test]
 fn a_refused_cuda_start_leaves_wgpu_startable() {
     let Ok(spec) = std::env::var("LSR_TEST_DEVICE") else {
+        lsr_files::ci::cannot_set_up("a WGPU device: LSR_TEST_DEVICE is not set");
         return;
     };
     if !spec.starts_with("wgpu") || std::path::Path::new("/dev/nvidiactl").exists() {

@@ -3,6 +3,7 @@
 //! whose configs have none.
 
 use burn::prelude::*;
+use itertools::Itertools;
 use lsr_backbone::Backbone;
 use lsr_backbone::reference::{fixture_texts, fixtures_dir};
 
@@ -24,7 +25,7 @@ fn logits(name: &str, device: &Device, dropout: bool) -> Vec<f32> {
 
 fn max_diff(a: &[f32], b: &[f32]) -> f32 {
     a.iter()
-        .zip(b)
+        .zip_eq(b)
         .map(|(x, y)| (x - y).abs())
         .fold(0.0, f32::max)
 }

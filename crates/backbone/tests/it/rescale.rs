@@ -1,6 +1,7 @@
 //! `rescale_mlm_head(k)`: the algebra of the logits, the tie, and the reported norms.
 
 use burn::prelude::*;
+use itertools::Itertools;
 use lsr_backbone::EncoderModel;
 use lsr_backbone::reference::{fixture_texts, fixtures_dir};
 use lsr_backbone::{Backbone, HeadStats, RescaleMode};
@@ -46,7 +47,7 @@ fn assert_scaled(name: &str, original: &[f32], rescaled: &[f32], k: f32, toleran
     let scale = original.iter().fold(0.0f32, |m, x| m.max(x.abs()));
     let worst = original
         .iter()
-        .zip(rescaled)
+        .zip_eq(rescaled)
         .fold(0.0f32, |m, (a, b)| m.max((a / k - b).abs()));
     assert!(
         worst <= tolerance * scale,

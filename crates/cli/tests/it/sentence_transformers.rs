@@ -3,6 +3,7 @@
 //! MLMTransformer + SpladePooling with dot product, and its `encode_query`/`encode_document`
 //! equal `lsr encode` within 1e-4. The packaging files there are what lsr writes today.
 
+use itertools::Itertools;
 use std::collections::BTreeMap;
 
 use crate::common::{fixture, lsr, stdout_of};
@@ -35,7 +36,7 @@ fn sparse_encoder_encodes_an_lsr_export_as_lsr_does() {
             command.args(["--text", text]);
         }
         let lines = String::from_utf8(stdout_of(&mut command)).unwrap();
-        for (line, (text, want)) in lines.lines().zip(&by_text) {
+        for (line, (text, want)) in lines.lines().zip_eq(&by_text) {
             let got: serde_json::Value = serde_json::from_str(line).unwrap();
             assert_eq!(got["text"], *text);
             let got: Terms = got["terms"]

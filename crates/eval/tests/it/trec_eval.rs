@@ -3,6 +3,7 @@
 //! (`scripts/fixtures/trec_eval_fixtures.py`), and trec_eval's `-c` means over every judged
 //! query from the same values.
 
+use itertools::Itertools;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -31,7 +32,7 @@ fn check(case: &str, qrels_file: &str, level: i32) {
         "{case}: evaluated queries"
     );
     for (query, values) in expected {
-        for (name, measure) in names.iter().zip(&measures) {
+        for (name, measure) in names.iter().zip_eq(&measures) {
             let got = evaluation.per_query[query][&measure.name()];
             let want = values[*name];
             assert!(
