@@ -80,6 +80,7 @@ pub fn run(args: EvalArgs) -> Result<()> {
         let out = args.output.join(dataset.name.replace('/', "_"));
         let report = evaluate_dataset(&encoder, dataset, &settings, &out)?;
         let metrics: Vec<String> = report
+            .summary
             .metrics
             .iter()
             .map(|(name, value)| format!("{name} {value:.4}"))
@@ -88,9 +89,9 @@ pub fn run(args: EvalArgs) -> Result<()> {
             "{}: {} | FLOPs {:.3} | L0 q {:.1} d {:.1} | {} queries ({} empty) → {}",
             report.dataset,
             metrics.join(", "),
-            report.sparsity.flops,
-            report.sparsity.mean_query_l0,
-            report.sparsity.mean_doc_l0,
+            report.summary.sparsity.flops,
+            report.summary.sparsity.mean_query_l0,
+            report.summary.sparsity.mean_doc_l0,
             report.queries_evaluated,
             report.empty_queries,
             out.display()

@@ -3,18 +3,9 @@
 //! j — the expected number of multiplications per query–document pair — and the mean number of
 //! non-zero terms (L0) of queries and documents.
 
-use serde::Serialize;
+pub use lsr_files::Sparsity;
 
 use crate::index::{InvertedIndex, Sparse};
-
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Sparsity {
-    pub flops: f64,
-    pub mean_query_l0: f64,
-    pub mean_doc_l0: f64,
-    pub num_queries: usize,
-    pub num_docs: usize,
-}
 
 /// FLOPs and L0 of `queries` against the documents of `index`.
 pub fn sparsity<'a>(

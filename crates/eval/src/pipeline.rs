@@ -24,7 +24,7 @@ use crate::progress::{counted_style, progress_bar};
 use crate::vectors::{Fingerprint, VectorWriter, Vocabulary};
 use lsr_data::Dataset;
 use lsr_data::Qrels;
-use lsr_files::write_json;
+use lsr_files::{DatasetSummary, write_json};
 
 /// Documents read ahead and sorted by length before batching, so that a batch pads little.
 const SORT_WINDOW: usize = 4096;
@@ -96,9 +96,10 @@ pub struct QuerySet {
 #[derive(Clone, Debug, Serialize)]
 pub struct DatasetReport {
     pub dataset: String,
-    pub metrics: std::collections::BTreeMap<String, f64>,
-    /// FLOPs and L0 of the `flops_queries` against the corpus.
-    pub sparsity: Sparsity,
+    /// The means of the measures, and the FLOPs and L0 of the `flops_queries` against the
+    /// corpus: what every reader of `metrics.json` takes (`lsr_files::DatasetSummary`).
+    #[serde(flatten)]
+    pub summary: DatasetSummary,
     /// The queries `sparsity` is over: the evaluated ones, or the larger set the data set
     /// names (MS MARCO's full dev queries, as naver/splade measures FLOPs).
     pub flops_queries: QuerySet,
@@ -138,8 +139,10 @@ pub fn evaluate_dataset(
     let (flops_queries, sparsity) = flops_sparsity(&index, dataset, &queries, flops_queries);
     let report = DatasetReport {
         dataset: dataset.name.clone(),
-        metrics: evaluation.mean.clone(),
-        sparsity,
+        summary: DatasetSummary {
+            metrics: evaluation.mean.clone(),
+            sparsity,
+        },
         flops_queries,
         queries_evaluated: evaluation.queries_evaluated,
         queries_without_results: evaluation.queries_without_results,

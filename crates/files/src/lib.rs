@@ -3,8 +3,9 @@
 //! training run's `status.json` (`status`), a cell's results directory with the state its
 //! files imply (`layout`), the rule of one writer per output (`lock`), a backbone's choice of k
 //! before its full runs (`probe`), how a path relative to the working directory is shown
-//! (`resolved`), the commit lsr was built from (`provenance`), and how a number is written as
-//! text (`number`). It compiles no tensor code, so the report reads results without burn. For
+//! (`resolved`), the commit lsr was built from (`provenance`), what a matrix's results hold for
+//! the report (`results`: the expanded matrix, a cell's metrics, the training log), and how a
+//! number is written as text (`number`). It compiles no tensor code, so the report reads results without burn. For
 //! tests: the rule for one that cannot set up its environment (`ci`) and, with the `small-disk`
 //! feature, a small tmpfs to fill (`small_disk`).
 
@@ -15,6 +16,7 @@ pub mod lock;
 pub mod number;
 pub mod probe;
 pub mod provenance;
+pub mod results;
 #[cfg(feature = "small-disk")]
 pub mod small_disk;
 pub mod status;
@@ -26,6 +28,9 @@ pub use layout::{CellInfo, CellState, cell_state};
 pub use lock::OutputLock;
 pub use probe::{KSuggestion, Probe, ProbeRun};
 pub use provenance::{BuiltFrom, built_from, set_built_from};
+pub use results::{
+    CellEntry, CellMetrics, DatasetSummary, MatrixSummary, PaperResult, Sparsity, TrainCsv,
+};
 pub use status::{RunStatus, StatusFile};
 
 use std::path::{Path, PathBuf};

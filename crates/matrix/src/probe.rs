@@ -6,9 +6,11 @@
 //! which `lsr matrix run --k-from probe` runs only the chosen cells, each resuming from the
 //! probe's checkpoint. The cells not chosen stay interrupted: a full run resumes them too.
 
+use std::path::Path;
+
 use burn::prelude::Device;
 use lsr_backbone::{Backbone, HeadStats, REFERENCE, REFERENCE_ROW_NORM, suggest_k};
-use lsr_files::{OutputLock, Probe, ProbeRun, StatusFile};
+use lsr_files::{OutputLock, Probe, ProbeRun, StatusFile, TrainCsv};
 use lsr_train::Outcome;
 
 use crate::cell::Cell;
@@ -85,8 +87,8 @@ fn probe_backbone(matrix: &Matrix, backbone: &str) -> Result<ProbeState> {
             return Ok(ProbeState::Busy);
         };
         let stop_at = probe_step(matrix, cell);
-        let log = cell.dir().join("train.csv");
-        let mut score = lsr_train::log::validation_at(&log, stop_at)?;
+        let log = cell.dir().join(TrainCsv::FILE);
+        let mut score = validation_at(&log, stop_at)?;
         if score.is_none() && logged_past(&log, stop_at)? {
             return Err(MatrixError::Validation(format!(
                 "{}: the cell has trained past step {stop_at} without a validation pass there, \
@@ -103,7 +105,7 @@ fn probe_backbone(matrix: &Matrix, backbone: &str) -> Result<ProbeState> {
             {
                 return Ok(ProbeState::Interrupted);
             }
-            score = lsr_train::log::validation_at(&log, stop_at)?;
+            score = validation_at(&log, stop_at)?;
         }
         let status = StatusFile::read(cell.dir())?.ok_or_else(|| {
             MatrixError::Validation(format!("{}: no status.json", cell.dir().display()))
@@ -139,12 +141,20 @@ fn backbones(matrix: &Matrix) -> Vec<&str> {
     names
 }
 
+/// The validation nDCG@10 that `train.csv` (if any) logged at `step`.
+fn validation_at(log: &Path, step: usize) -> Result<Option<f64>> {
+    if !log.exists() {
+        return Ok(None);
+    }
+    Ok(TrainCsv::read(log)?.validation_at(step))
+}
+
 /// Whether `train.csv` (if any) has a row after `step`.
-fn logged_past(log: &std::path::Path, step: usize) -> Result<bool> {
+fn logged_past(log: &Path, step: usize) -> Result<bool> {
     if !log.exists() {
         return Ok(false);
     }
-    let (_, rows) = lsr_train::log::read_log(log)?;
+    let rows = TrainCsv::read(log)?.rows;
     Ok(rows.last().is_some_and(|row| row[0] > step as f64))
 }
 

@@ -1,6 +1,5 @@
 //! Running cells: train (resuming whatever is there), evaluate the trained model, record.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 
 use lsr_backbone::{Backbone, Checkpoint, RescaleMode, parse_device};
@@ -11,12 +10,11 @@ use lsr_splade::{ModelCard, SpladeEncoder};
 use lsr_train::Outcome;
 use serde::Serialize;
 
-use lsr_files::layout::{FAILURE, INFO, MATRIX, METRICS};
-use lsr_files::{CellInfo, CellState, OutputLock, built_from};
+use lsr_files::layout::{FAILURE, INFO};
+use lsr_files::{CellEntry, CellInfo, CellState, MatrixSummary, OutputLock, built_from};
 
 use crate::cell::Cell;
 use crate::error::{MatrixError, Result};
-use lsr_report::results::PaperResult;
 
 use crate::spec::{EvalSpec, Matrix};
 
@@ -33,32 +31,8 @@ pub struct RunOptions {
     pub k_from_probe: bool,
 }
 
-/// `results/<matrix>/matrix.json`: the expanded matrix, for the report.
-#[derive(Serialize)]
-struct MatrixSummary<'a> {
-    name: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    note: Option<&'a str>,
-    cells: Vec<CellSummary<'a>>,
-    datasets: &'a [String],
-    tradeoff: &'a str,
-    paper: &'a [PaperResult],
-}
-
-#[derive(Serialize)]
-struct CellSummary<'a> {
-    id: &'a str,
-    backbone: &'a str,
-    k: f64,
-}
-
-/// `<cell>/metrics.json`.
-#[derive(Serialize)]
-struct CellMetrics<'a> {
-    datasets: BTreeMap<String, DatasetReport>,
-    /// Group name (`beir-13`) → its data sets, for group means.
-    groups: BTreeMap<&'a str, Vec<String>>,
-}
+/// `<cell>/metrics.json`: evaluation's full report per data set.
+type CellMetrics = lsr_files::CellMetrics<DatasetReport>;
 
 /// Runs the cells that are not done (or only `options.cell`), in matrix order; a collapsed or
 /// failed cell is recorded and the next one runs. A stop request ([`lsr_train::stop`]) ends the
@@ -159,7 +133,7 @@ fn run_cell(matrix: &Matrix, cell: &Cell) -> Result<CellState> {
     };
     let metrics = evaluate(&matrix.eval, &model, &device, &cell.dir().join("eval"))?;
     record_in_card(&model, &cell.id, &metrics)?;
-    write_json(&cell.dir().join(METRICS), &metrics)?;
+    metrics.write(&cell.dir())?;
     Ok(state)
 }
 
@@ -172,7 +146,7 @@ fn record_in_card(model: &Path, cell: &str, metrics: &CellMetrics) -> Result<()>
     card.metrics = metrics
         .datasets
         .iter()
-        .map(|(dataset, report)| (dataset.clone(), report.metrics.clone()))
+        .map(|(dataset, report)| (dataset.clone(), report.summary.metrics.clone()))
         .collect();
     Ok(card.write(model)?)
 }
@@ -199,27 +173,25 @@ fn check_same_revision(cell: &Cell, now: Option<&str>) -> Result<()> {
 }
 
 /// Evaluates the trained model (its head already rescaled, so k = 1) on every data set.
-fn evaluate<'a>(
-    spec: &'a EvalSpec,
+fn evaluate(
+    spec: &EvalSpec,
     model: &Path,
     device: &burn::prelude::Device,
     out: &Path,
-) -> Result<CellMetrics<'a>> {
+) -> Result<CellMetrics> {
     let measures = Measure::parse_all(&spec.measures)?;
     let model_name = model.to_str().unwrap_or_default();
     let mut backbone = Backbone::load(model_name, device, spec.longest())?;
     backbone.model = backbone.model.with_precision(spec.precision);
     let encoder = SpladeEncoder::new(backbone, 1.0, RescaleMode::Shared)?;
-    let mut metrics = CellMetrics {
-        datasets: BTreeMap::new(),
-        groups: BTreeMap::new(),
-    };
+    let mut metrics = CellMetrics::default();
     for name in &spec.datasets {
         let members = Dataset::resolve(name, &spec.data_root)?;
         if members.len() > 1 || members.iter().any(|d| &d.name != name) {
-            metrics
-                .groups
-                .insert(name, members.iter().map(|d| d.name.clone()).collect());
+            metrics.groups.insert(
+                name.clone(),
+                members.iter().map(|d| d.name.clone()).collect(),
+            );
         }
         for dataset in members {
             let dir = out.join(dataset.name.replace('/', "_"));
@@ -233,23 +205,21 @@ fn evaluate<'a>(
 
 fn write_summary(matrix: &Matrix) -> Result<()> {
     let summary = MatrixSummary {
-        name: &matrix.name,
-        note: matrix.note.as_deref(),
-        cells: matrix
-            .cells
-            .iter()
-            .map(|c| CellSummary {
-                id: &c.id,
-                backbone: &c.backbone,
+        format: lsr_files::results::FORMAT,
+        name: matrix.name.clone(),
+        note: matrix.note.clone(),
+        cells: (matrix.cells.iter())
+            .map(|c| CellEntry {
+                id: c.id.clone(),
+                backbone: c.backbone.clone(),
                 k: c.k,
             })
             .collect(),
-        datasets: &matrix.eval.datasets,
-        tradeoff: &matrix.eval.tradeoff,
-        paper: &matrix.paper,
+        datasets: matrix.eval.datasets.clone(),
+        tradeoff: matrix.eval.tradeoff.clone(),
+        paper: matrix.paper.clone(),
     };
-    std::fs::create_dir_all(&matrix.results).map_err(|e| MatrixError::io(&matrix.results, e))?;
-    write_json(&matrix.results.join(MATRIX), &summary)
+    Ok(summary.write(&matrix.results)?)
 }
 
 fn write_json(path: &Path, value: &impl Serialize) -> Result<()> {

@@ -11,7 +11,7 @@ use lsr_train::{DataConfig, ModelSpec, Recipe, TrainConfig, ValidationConfig};
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
-use lsr_report::results::PaperResult;
+use lsr_files::PaperResult;
 use lsr_report::table::primary_measure;
 
 use crate::cell::Cell;

@@ -85,10 +85,14 @@ impl Validator for DatasetValidator {
             .map_err(|e| e.to_string())?;
         Ok(ValidationScores {
             // `+ 0.0`: a negative zero (no relevant document found) reads as 0.
-            ndcg_at_10: report.metrics.get("ndcg@10").map_or(f64::NAN, |v| v + 0.0),
-            l0_q: report.sparsity.mean_query_l0,
-            l0_d: report.sparsity.mean_doc_l0,
-            flops: report.sparsity.flops,
+            ndcg_at_10: report
+                .summary
+                .metrics
+                .get("ndcg@10")
+                .map_or(f64::NAN, |v| v + 0.0),
+            l0_q: report.summary.sparsity.mean_query_l0,
+            l0_d: report.summary.sparsity.mean_doc_l0,
+            flops: report.summary.sparsity.flops,
         })
     }
 }

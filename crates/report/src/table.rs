@@ -60,7 +60,7 @@ fn columns(matrix: &MatrixResults) -> Vec<TableColumn> {
         }
     }
     let tradeoff = &matrix.tradeoff;
-    let sparsity = |f: fn(&crate::results::Sparsity) -> f64| {
+    let sparsity = |f: fn(&lsr_files::Sparsity) -> f64| {
         of(&|c| {
             c.metrics
                 .as_ref()?

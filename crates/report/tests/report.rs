@@ -206,3 +206,18 @@ fn a_full_disk_keeps_the_previous_report() {
     let names = std::fs::read_dir(&out).unwrap().count();
     assert_eq!(names, written.len(), "a stray file beside the report");
 }
+
+/// Results written before `matrix.json` recorded its format (`tests/results-v1`) are read as
+/// that format, and give the same Table 1, byte for byte, as the lsr that wrote them.
+#[test]
+fn results_written_before_the_format_was_recorded_give_the_same_table() {
+    let committed = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/results-v1/tiny");
+    let out = tempfile::tempdir().unwrap();
+    let written = write_report(&committed, out.path(), &[Part::Table]).unwrap();
+    for name in ["table1.md", "table1.csv"] {
+        assert!(written.iter().any(|p| p.ends_with(name)), "{written:?}");
+        let expected = std::fs::read(committed.join("expected").join(name)).unwrap();
+        let got = std::fs::read(out.path().join(name)).unwrap();
+        assert!(got == expected, "{name}:\n{}", String::from_utf8_lossy(&got));
+    }
+}

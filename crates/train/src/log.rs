@@ -1,6 +1,6 @@
 //! The per-step training log, `train.csv`: appended and flushed row by row, so a killed run
 //! loses nothing it logged; on resume, rows after the checkpoint's step are dropped, because
-//! those steps are taken again.
+//! those steps are taken again. It is read back by `lsr_files::TrainCsv`.
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Write};
@@ -92,41 +92,4 @@ impl TrainLog {
             .and_then(|()| self.file.flush())
             .map_err(|e| TrainError::io(&self.path, e))
     }
-}
-
-/// The validation nDCG@10 logged at `step` in `train.csv`, if a pass was taken then.
-pub fn validation_at(path: &Path, step: usize) -> Result<Option<f64>> {
-    if !path.exists() {
-        return Ok(None);
-    }
-    let (header, rows) = read_log(path)?;
-    let column = header.iter().position(|name| name == "val_ndcg@10");
-    Ok(column.and_then(|c| {
-        rows.iter()
-            .find(|row| row.first() == Some(&(step as f64)))
-            .map(|row| row[c])
-            .filter(|score| score.is_finite())
-    }))
-}
-
-/// Rows of a `train.csv` (for reports and tests): column names and values.
-pub fn read_log(path: &Path) -> Result<(Vec<String>, Vec<Vec<f64>>)> {
-    let text = std::fs::read_to_string(path).map_err(|e| TrainError::io(path, e))?;
-    let mut lines = text.lines();
-    let header = lines
-        .next()
-        .unwrap_or_default()
-        .split(',')
-        .map(String::from)
-        .collect();
-    let mut rows = Vec::new();
-    for (number, line) in lines.enumerate() {
-        let row = line
-            .split(',')
-            .map(|v| v.parse::<f64>())
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| TrainError::data(path, Some(number + 2), e.to_string()))?;
-        rows.push(row);
-    }
-    Ok((header, rows))
 }

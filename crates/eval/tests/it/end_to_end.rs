@@ -133,13 +133,13 @@ fn index_retrieval_matches_brute_force_dot_products() {
     let qrels = Qrels::read(&dataset.qrels).unwrap();
     let brute = evaluate(&run, &qrels, &measures, 1, true);
     for (name, value) in &brute.mean {
-        let got = report.metrics[name];
+        let got = report.summary.metrics[name];
         assert!(
             (got - value).abs() < 1e-9,
             "{name}: index {got} vs brute force {value}"
         );
     }
-    assert!(report.sparsity.flops > 0.0 && report.sparsity.mean_doc_l0 > 0.0);
+    assert!(report.summary.sparsity.flops > 0.0 && report.summary.sparsity.mean_doc_l0 > 0.0);
     assert_eq!(report.judged_documents_missing_from_corpus, 0);
     let written = Run::read(&out.join("run.trec")).unwrap();
     assert!(
@@ -198,7 +198,7 @@ fn msmarco_flops_are_over_the_full_dev_queries_when_the_data_root_has_them() {
     assert_eq!(
         (
             dev_small.flops_queries.queries,
-            dev_small.sparsity.num_queries
+            dev_small.summary.sparsity.num_queries
         ),
         (2, 2)
     );
@@ -209,11 +209,14 @@ fn msmarco_flops_are_over_the_full_dev_queries_when_the_data_root_has_them() {
     let report = evaluate_in("full");
     assert!(report.flops_queries.file.ends_with("queries.dev.tsv"));
     assert_eq!(
-        (report.flops_queries.queries, report.sparsity.num_queries),
+        (
+            report.flops_queries.queries,
+            report.summary.sparsity.num_queries
+        ),
         (5, 5)
     );
     assert_eq!(
-        report.metrics, dev_small.metrics,
+        report.summary.metrics, dev_small.summary.metrics,
         "the evaluated queries are dev-small's"
     );
 
@@ -231,9 +234,9 @@ fn msmarco_flops_are_over_the_full_dev_queries_when_the_data_root_has_them() {
     let alone = encoder.encode_with(&tokenizer, &texts, 1).unwrap();
     let expected = sparsity(&index, alone.iter().map(|v| v.terms.as_slice()));
     assert!(
-        (report.sparsity.flops - expected.flops).abs() < 1e-9,
+        (report.summary.sparsity.flops - expected.flops).abs() < 1e-9,
         "{} vs {}",
-        report.sparsity.flops,
+        report.summary.sparsity.flops,
         expected.flops
     );
     let written: serde_json::Value = serde_json::from_str(

@@ -3,17 +3,17 @@
 //! on a second call, `--k-from probe` continuing only the chosen cells, and the report setting
 //! both choices against the whole grid.
 
+use itertools::Itertools;
 use std::path::Path;
 
 use crate::common;
 
 use lsr_backbone::REFERENCE_ROW_NORM;
-use lsr_files::{Probe, RunStatus};
+use lsr_files::{Probe, RunStatus, TrainCsv};
 use lsr_matrix::probe::{ProbeState, choose, run_probes};
 use lsr_matrix::{CellState, Matrix, RunOptions, run_cells};
 use lsr_report::kchoice::rows;
 use lsr_report::{MatrixResults, Part};
-use lsr_train::log::{read_log, validation_at};
 
 const NORMS: [(&str, f64); 2] = [("bert", 0.9), ("modernbert", 2.553)];
 
@@ -93,7 +93,7 @@ fn the_probe_chooses_a_k_per_backbone_and_run_continues_only_it() {
     let states = run_probes(&matrix, None).unwrap();
     assert_eq!(states.len(), 2);
     let results = root.join("results");
-    for ((name, state), (family, norm)) in states.iter().zip(NORMS) {
+    for ((name, state), (family, norm)) in states.iter().zip_eq(NORMS) {
         assert_eq!(name, family);
         let ProbeState::Done(probe) = state else {
             panic!("{name}: {state:?}")
@@ -106,13 +106,16 @@ fn the_probe_chooses_a_k_per_backbone_and_run_continues_only_it() {
         for (run, cell) in probe
             .runs
             .iter()
-            .zip(matrix.cells.iter().filter(|c| &c.backbone == name))
+            .zip_eq(matrix.cells.iter().filter(|c| &c.backbone == name))
         {
             // Each cell's own first 3 steps, validated at the third, stopped at a checkpoint.
             assert_eq!((run.steps, run.status), (3, RunStatus::Interrupted));
             assert_eq!(cell.state().unwrap(), CellState::Interrupted);
             let log = cell.dir().join("train.csv");
-            assert_eq!(validation_at(&log, 3).unwrap(), run.ndcg_at_10);
+            assert_eq!(
+                TrainCsv::read(&log).unwrap().validation_at(3),
+                run.ndcg_at_10
+            );
             assert!(run.ndcg_at_10.is_some_and(|s| (0.0..=1.0).contains(&s)));
             let rows = std::fs::read_to_string(&log).unwrap().lines().count();
             assert_eq!(rows, 1 + 3, "{}", log.display());
@@ -149,12 +152,10 @@ fn the_probe_chooses_a_k_per_backbone_and_run_continues_only_it() {
     assert_eq!(ids, chosen.iter().collect::<Vec<_>>());
     assert!(ran.iter().all(|(_, s)| *s == CellState::Done));
     for cell in &matrix.cells {
-        let steps: Vec<f64> = read_log(&cell.dir().join("train.csv"))
+        let steps = TrainCsv::read(&cell.dir().join(TrainCsv::FILE))
             .unwrap()
-            .1
-            .iter()
-            .map(|r| r[0])
-            .collect();
+            .require("step")
+            .unwrap();
         if chosen.contains(&cell.id) {
             assert_eq!(
                 steps,
@@ -175,7 +176,7 @@ fn the_probe_chooses_a_k_per_backbone_and_run_continues_only_it() {
     let (rows, left_out) = rows(&MatrixResults::read(&results).unwrap()).unwrap();
     assert!(left_out.is_empty(), "{left_out:?}");
     assert_eq!(rows.len(), 2);
-    for (row, (_, state)) in rows.iter().zip(&states) {
+    for (row, (_, state)) in rows.iter().zip_eq(&states) {
         let ProbeState::Done(probe) = state else {
             unreachable!()
         };

@@ -5,8 +5,7 @@ use std::path::{Path, PathBuf};
 
 use lsr_backbone::Precision;
 use lsr_backbone::reference::fixtures_dir;
-use lsr_files::{RunStatus, StatusFile};
-use lsr_train::log::read_log;
+use lsr_files::{RunStatus, StatusFile, TrainCsv};
 use lsr_train::{
     DataConfig, ModelSpec, Outcome, Recipe, TrainConfig, ValidationConfig, ValidationScores,
     Validator, train, train_validated,
@@ -55,9 +54,7 @@ fn one_run_at_a_time() -> std::sync::MutexGuard<'static, ()> {
 }
 
 fn column(path: &Path, name: &str) -> Vec<f64> {
-    let (header, rows) = read_log(path).unwrap();
-    let index = header.iter().position(|h| h == name).unwrap();
-    rows.iter().map(|row| row[index]).collect()
+    TrainCsv::read(path).unwrap().require(name).unwrap()
 }
 
 fn finished_model(outcome: Outcome) -> PathBuf {
