@@ -33,7 +33,7 @@ reproduce matrix="mini":
     # table1 needs the CUDA build; mini runs on CPU and first builds its synthetic data and
     # miniature models. No build drops a backend the binary already has (scripts/build-lsr.sh).
     scripts/build-lsr.sh {{ if matrix == "mini" { "" } else { "cuda" } }}
-    {{ if matrix == "mini" { "target/release/lsr data synth --out data/synth && target/release/lsr data miniatures --spec experiments/mini-models.toml --vocab data/synth/vocab.txt --out data/synth/models" } else { "true" } }}
+    {{ if matrix == "mini" { "target/release/lsr data mini-task --out data/synth && target/release/lsr data mini-models --spec experiments/mini-models.toml --vocab data/synth/vocab.txt --out data/synth/models" } else { "true" } }}
     status=0; target/release/lsr matrix run experiments/{{matrix}}.toml || status=$?; \
     target/release/lsr report results/{{matrix}}; \
     echo 'lsr is target/release/lsr, not on the PATH: export PATH="$PWD/target/release:$PATH"'; \
@@ -53,8 +53,8 @@ soak kills="24" seed="2":
     # before a checkpoint, and the weights, runs and Table 1 equal an undisturbed run's byte for
     # byte (results/soak-reference, kept between soaks). Not in CI.
     scripts/build-lsr.sh
-    target/release/lsr data synth --out data/synth
-    target/release/lsr data miniatures --spec experiments/mini-models.toml --vocab data/synth/vocab.txt --out data/synth/models
+    target/release/lsr data mini-task --out data/synth
+    target/release/lsr data mini-models --spec experiments/mini-models.toml --vocab data/synth/vocab.txt --out data/synth/models
     scripts/mini/soak.sh {{kills}} {{seed}}
 
 # Train and evaluate one cell, e.g. `just cell mini modernbert 16`.

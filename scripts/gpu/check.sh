@@ -256,8 +256,8 @@ if (( ! dry )); then
 fi
 
 # 7. A cell of the miniature matrix end to end (train, evaluate) in each precision.
-step "mini-data" 60 '{"kind":"setup"}' bash -c "'$lsr' data synth --out data/synth >/dev/null && \
-    '$lsr' data miniatures --spec experiments/mini-models.toml --vocab data/synth/vocab.txt --out data/synth/models >/dev/null && echo '{}'"
+step "mini-data" 60 '{"kind":"setup"}' bash -c "'$lsr' data mini-task --out data/synth >/dev/null && \
+    '$lsr' data mini-models --spec experiments/mini-models.toml --vocab data/synth/vocab.txt --out data/synth/models >/dev/null && echo '{}'"
 for precision in $precisions; do
     mini=$work/mini-$precision
     scripts/mini/variant.sh "$mini" --device "$gpu" --precision "$precision" > "$work/mini-$precision.toml"

@@ -21,7 +21,7 @@ for s in "${seeds[@]}"; do
     models=data/synth/models-seed-$s
     results=results/mini-k/seed-$s
     sed "s/^seed = .*/seed = $((16 + s))/" experiments/mini-models.toml > "$dir/models-$s.toml"
-    "$lsr" data miniatures --spec "$dir/models-$s.toml" --vocab data/synth/vocab.txt --out "$models"
+    "$lsr" data mini-models --spec "$dir/models-$s.toml" --vocab data/synth/vocab.txt --out "$models"
     scripts/mini/variant.sh "$results" --seed $((122 + s)) --k "1, 2, 4, 8, 16" \
         --models "$models" --probe "${PROBE:-0.1667}" > "$dir/seed-$s.toml"
     "$lsr" matrix probe "$dir/seed-$s.toml"

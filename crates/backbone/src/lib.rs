@@ -38,6 +38,6 @@ pub use hf_writer::{write_checkpoint, write_checkpoint_with};
 pub use matmul_mode::MatmulMode;
 pub use model::{Backbone, MaskedLm, RESCALE_RECORD, RescaleMode, RescaleRecord, check_scale};
 pub use precision::Precision;
-pub use stats::{HeadStats, PAPER_GRID, REFERENCE, REFERENCE_ROW_NORM, suggest_k};
+pub use stats::{ANCHOR, ANCHOR_ROW_NORM, HeadStats, PAPER_GRID, suggest_k};
 pub use tokenizer::{TextTokenizer, TokenBatch};
 pub use weights::{TensorOrigin, Weights};

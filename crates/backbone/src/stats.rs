@@ -23,28 +23,28 @@ pub const PROBE_TEXTS: [&str; 4] = [
 /// 2.553 (the paper, second-hand: `experiments/mini-models.toml`), divided by 16, the k at which
 /// the paper reports ModernBERT's best BEIR-13 nDCG@10. It is the one documented pair of a real
 /// head's norm and its best k; nothing here was fitted to the miniature.
-pub const REFERENCE_ROW_NORM: f64 = 2.553 / 16.0;
-pub const REFERENCE: &str = "ModernBERT-base decoder mean row norm 2.553 / its best k 16";
+pub const ANCHOR_ROW_NORM: f64 = 2.553 / 16.0;
+pub const ANCHOR: &str = "ModernBERT-base decoder mean row norm 2.553 / its best k 16";
 
 /// The paper's k grid, the default of `lsr k suggest`.
 pub const PAPER_GRID: [f64; 5] = [1.0, 2.0, 4.0, 8.0, 16.0];
 
 /// The head-norm rule: the k of `grid` that brings the decoder's mean row norm nearest to
-/// `reference` on a log scale (the rule assumes a head trains well at the reference scale, as
+/// `anchor` on a log scale (the rule assumes a head trains well at the anchor scale, as
 /// ModernBERT's does at k = 16), ties to the smaller k. `grid` must be non-empty.
 pub fn suggest_k(
     checkpoint: &str,
     row_norm_mean: f64,
-    reference: (f64, &str),
+    anchor: (f64, &str),
     grid: &[f64],
 ) -> KSuggestion {
-    let exact_k = row_norm_mean / reference.0;
+    let exact_k = row_norm_mean / anchor.0;
     let k = lsr_files::probe::nearest_k(grid, exact_k);
     KSuggestion {
         checkpoint: checkpoint.to_string(),
         row_norm_mean,
-        reference_row_norm: reference.0,
-        reference: reference.1.to_string(),
+        reference_row_norm: anchor.0,
+        reference: anchor.1.to_string(),
         exact_k,
         grid: grid.to_vec(),
         k,
@@ -154,13 +154,13 @@ mod tests {
     use super::*;
 
     fn k(row_norm: f64, grid: &[f64]) -> f64 {
-        suggest_k("c", row_norm, (REFERENCE_ROW_NORM, REFERENCE), grid).k
+        suggest_k("c", row_norm, (ANCHOR_ROW_NORM, ANCHOR), grid).k
     }
 
     #[test]
     fn the_anchor_itself_gets_its_k_and_small_heads_get_none() {
         assert_eq!(k(2.553, &PAPER_GRID), 16.0);
-        assert_eq!(k(REFERENCE_ROW_NORM, &PAPER_GRID), 1.0);
+        assert_eq!(k(ANCHOR_ROW_NORM, &PAPER_GRID), 1.0);
         assert_eq!(k(0.01, &PAPER_GRID), 1.0);
         assert_eq!(k(100.0, &PAPER_GRID), 16.0);
     }
@@ -168,12 +168,12 @@ mod tests {
     #[test]
     fn the_nearest_k_on_a_log_scale_wins_and_ties_go_to_the_smaller() {
         // log2 3 = 1.58 is nearer 2 = log2 4 than 1 = log2 2; log2 2.5 = 1.32 is nearer 1.
-        assert_eq!(k(3.0 * REFERENCE_ROW_NORM, &PAPER_GRID), 4.0);
-        assert_eq!(k(2.5 * REFERENCE_ROW_NORM, &PAPER_GRID), 2.0);
+        assert_eq!(k(3.0 * ANCHOR_ROW_NORM, &PAPER_GRID), 4.0);
+        assert_eq!(k(2.5 * ANCHOR_ROW_NORM, &PAPER_GRID), 2.0);
         // k = 1 exactly, as far from 0.5 as from 2 on a log scale.
         assert_eq!(suggest_k("c", 1.0, (1.0, "r"), &[2.0, 0.5]).k, 0.5);
         // Any grid, in any order.
-        assert_eq!(k(3.0 * REFERENCE_ROW_NORM, &[16.0, 3.0, 1.0]), 3.0);
+        assert_eq!(k(3.0 * ANCHOR_ROW_NORM, &[16.0, 3.0, 1.0]), 3.0);
         let s = suggest_k("c", 1.0, (0.5, "r"), &[1.0, 2.0]);
         assert_eq!((s.exact_k, s.k), (2.0, 2.0));
     }

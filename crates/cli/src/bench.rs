@@ -275,7 +275,7 @@ const DOC_SEED: u64 = 1;
 const QUERY_SEED: u64 = 2;
 
 fn retrieve(args: RetrieveBench) -> Result<()> {
-    use lsr_data::synthetic::{WeightShape, Zipf, sparse_vector};
+    use lsr_data::bench_collection::{WeightShape, Zipf, sparse_vector};
     let zipf = Zipf::new(args.vocab, args.zipf_exponent);
     let shape = match args.shape {
         Shape::Uniform => WeightShape::Uniform,

@@ -1,5 +1,5 @@
-//! `lsr data`: fetch and verify evaluation data sets, and build the offline synthetic task
-//! and miniature checkpoints. The work is in `lsr-eval` and `lsr-backbone`.
+//! `lsr data`: fetch and verify evaluation data sets, and write the offline miniature's task
+//! and models. The work is in `lsr-data` (data sets, the task) and `lsr-backbone` (models).
 
 use std::path::PathBuf;
 
@@ -16,10 +16,12 @@ pub enum DataCommand {
     Verify(FetchArgs),
     /// Write the synthetic retrieval task of the offline miniature: MS MARCO-style triplets and
     /// BEIR-style test sets needing exact matching and expansion (deterministic).
-    Synth(SynthArgs),
+    #[command(name = "mini-task", alias = "synth")]
+    MiniTask(SynthArgs),
     /// Write the miniature checkpoints of the seven families (random weights, MLM-head row
     /// norms from a spec file) over a synthetic vocabulary.
-    Miniatures(MiniatureArgs),
+    #[command(name = "mini-models", alias = "miniatures")]
+    MiniModels(MiniatureArgs),
 }
 
 #[derive(Args)]
@@ -35,7 +37,7 @@ pub struct MiniatureArgs {
     /// TOML with `seed` and a `[norms]` table: family = decoder row norm.
     #[arg(long)]
     spec: PathBuf,
-    /// One word per line (`lsr data synth` writes `vocab.txt`).
+    /// One word per line (`lsr data mini-task` writes `vocab.txt`).
     #[arg(long)]
     vocab: PathBuf,
     /// One checkpoint directory per family is written here.
@@ -68,8 +70,8 @@ pub fn run(command: DataCommand) -> Result<()> {
     let (args, download) = match command {
         DataCommand::Fetch(args) => (args, true),
         DataCommand::Verify(args) => (args, false),
-        DataCommand::Synth(args) => return synth(args),
-        DataCommand::Miniatures(args) => return miniatures(args),
+        DataCommand::MiniTask(args) => return synth(args),
+        DataCommand::MiniModels(args) => return miniatures(args),
     };
     for name in &args.names {
         let checked = if download {

@@ -1,20 +1,21 @@
 //! `lsr`: the command line of the lsr workspace. Each subcommand is a thin shell over a crate:
 //! `norms` and `k suggest` (backbone head statistics, the k they suggest), `encode` (SPLADE
 //! vectors), `data` (evaluation data), `train` and `export` (SPLADE training), `eval` (a model
-//! on data sets), `evaluate` (measures of a run), `check` (parity on a device), `matrix` and
-//! `report` (the experiment matrix and its tables and figures), `bench` (speed and memory).
+//! on data sets), `trec-eval` (measures of a run against qrels), `check` (parity on a device),
+//! `matrix` and `report` (the experiment matrix and its tables and figures), `bench` (speed and
+//! memory).
 
 mod bench;
 mod check;
 mod data;
 mod encode;
 mod eval;
-mod evaluate;
 mod matrix;
 mod model;
 mod norms;
 mod report;
 mod train;
+mod trec_eval;
 mod values;
 mod vectors;
 
@@ -62,7 +63,10 @@ enum Command {
     /// Table 1, loss curves and the trade-off plot of a matrix's results.
     Report(report::ReportArgs),
     /// trec_eval-exact measures of any TREC run against qrels.
-    Evaluate(evaluate::EvaluateArgs),
+    TrecEval(trec_eval::TrecEvalArgs),
+    /// Renamed `trec-eval`: refused with a message naming it.
+    #[command(hide = true)]
+    Evaluate(trec_eval::Renamed),
     /// Parity with transformers and PyTorch on the committed fixtures, on any device.
     Check(check::CheckArgs),
     /// Benchmarks (speed and peak memory); not tests.
@@ -110,7 +114,8 @@ fn main() -> ExitCode {
         Command::Data(command) => data::run(command).map(|()| ExitCode::SUCCESS),
         Command::Eval(args) => eval::run(args).map(|()| ExitCode::SUCCESS),
         Command::Vectors(command) => vectors::run(command).map(|()| ExitCode::SUCCESS),
-        Command::Evaluate(args) => evaluate::run(args).map(|()| ExitCode::SUCCESS),
+        Command::TrecEval(args) => trec_eval::run(args).map(|()| ExitCode::SUCCESS),
+        Command::Evaluate(args) => trec_eval::renamed(args).map(|()| ExitCode::SUCCESS),
         Command::Matrix(command) => matrix::run(command),
         Command::Report(args) => report::run(args).map(|()| ExitCode::SUCCESS),
         Command::Check(args) => check::run(args).map(|()| ExitCode::SUCCESS),
@@ -134,7 +139,7 @@ fn built_from() -> Option<lsr_files::BuiltFrom> {
     })
 }
 
-/// A reader that goes away (`lsr evaluate ... | head -1`) ends lsr as it ends `cat`: quietly, by
+/// A reader that goes away (`lsr trec-eval ... | head -1`) ends lsr as it ends `cat`: quietly, by
 /// SIGPIPE, at its next write to that pipe, whatever writes (a `println!` panics on the error,
 /// a `writeln!` returns it). The Rust runtime ignores SIGPIPE; this restores the default.
 ///

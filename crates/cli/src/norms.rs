@@ -6,7 +6,7 @@ use std::sync::LazyLock;
 use anyhow::{Result, bail};
 use clap::{Args, Subcommand};
 use lsr_backbone::{
-    Backbone, HeadStats, PAPER_GRID, REFERENCE, REFERENCE_ROW_NORM, parse_device, suggest_k,
+    ANCHOR, ANCHOR_ROW_NORM, Backbone, HeadStats, PAPER_GRID, parse_device, suggest_k,
 };
 
 #[derive(Args)]
@@ -82,7 +82,7 @@ pub fn suggest(command: KCommand) -> Result<()> {
             given = format!("--reference-norm {norm}");
             (norm, given.as_str())
         }
-        None => (REFERENCE_ROW_NORM, REFERENCE),
+        None => (ANCHOR_ROW_NORM, ANCHOR),
     };
     for stats in head_stats(&args.checkpoints, args.device.as_deref())? {
         let s = suggest_k(

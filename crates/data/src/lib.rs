@@ -3,12 +3,12 @@
 //! files, downloads from the canonical locations with verification, and the offline miniature's
 //! synthetic retrieval task. Evaluation (`lsr-eval`) and training data readers build on it.
 
+pub mod bench_collection;
 pub mod checksums;
 pub mod datasets;
 pub mod error;
 pub mod fetch;
 pub mod miniature;
-pub mod synthetic;
 pub mod trec;
 
 pub use datasets::Dataset;

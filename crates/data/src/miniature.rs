@@ -20,8 +20,8 @@ use std::path::Path;
 
 use lsr_files::AtomicFile;
 
+use crate::bench_collection::splitmix64;
 use crate::error::{DataError, Result};
-use crate::synthetic::splitmix64;
 
 /// Sizes of the task.
 #[derive(Clone, Debug)]

@@ -602,7 +602,7 @@ mod tests {
     /// the exhaustive list from the pruned search, over many blocks.
     #[test]
     fn pruned_search_equals_the_exhaustive_search_on_the_benchmark_shapes() {
-        use lsr_data::synthetic::{WeightShape, Zipf, sparse_vector};
+        use lsr_data::bench_collection::{WeightShape, Zipf, sparse_vector};
         let zipf = Zipf::new(3000, 1.0);
         for shape in [WeightShape::Uniform, WeightShape::Splade] {
             let mut builder = IndexBuilder::new(3000);

@@ -9,7 +9,7 @@
 use std::path::Path;
 
 use burn::prelude::Device;
-use lsr_backbone::{Backbone, HeadStats, REFERENCE, REFERENCE_ROW_NORM, suggest_k};
+use lsr_backbone::{ANCHOR, ANCHOR_ROW_NORM, Backbone, HeadStats, suggest_k};
 use lsr_files::{OutputLock, Probe, ProbeRun, StatusFile, TrainCsv};
 use lsr_train::Outcome;
 
@@ -120,7 +120,7 @@ fn probe_backbone(matrix: &Matrix, backbone: &str) -> Result<ProbeState> {
     let checkpoint = &cells[0].config.model.checkpoint;
     let stats = HeadStats::compute(&Backbone::load(checkpoint, &Device::flex(), 128)?)?;
     let grid: Vec<f64> = cells.iter().map(|c| c.k).collect();
-    let reference = (REFERENCE_ROW_NORM, REFERENCE);
+    let reference = (ANCHOR_ROW_NORM, ANCHOR);
     let probe = Probe {
         backbone: backbone.to_string(),
         fraction: matrix.probe_fraction,

@@ -218,6 +218,10 @@ fn results_written_before_the_format_was_recorded_give_the_same_table() {
         assert!(written.iter().any(|p| p.ends_with(name)), "{written:?}");
         let expected = std::fs::read(committed.join("expected").join(name)).unwrap();
         let got = std::fs::read(out.path().join(name)).unwrap();
-        assert!(got == expected, "{name}:\n{}", String::from_utf8_lossy(&got));
+        assert!(
+            got == expected,
+            "{name}:\n{}",
+            String::from_utf8_lossy(&got)
+        );
     }
 }

@@ -365,13 +365,28 @@ fn a_report_of_a_matrix_not_run_yet_says_so_and_names_a_command_that_exists() {
     );
 }
 
+/// Renamed commands: `lsr evaluate` (now `trec-eval`, beside `lsr eval`) is refused with both
+/// names; `data synth` and `data miniatures` still run as aliases of their new names.
+#[test]
+fn renamed_commands_are_refused_naming_the_new_one_or_kept_as_aliases() {
+    let stderr = error_of(lsr().args(["evaluate", "--run", "r", "-c"]));
+    assert!(
+        stderr.contains("`lsr trec-eval`") && stderr.contains("`lsr eval`"),
+        "{stderr}"
+    );
+    for (old, new) in [("synth", "mini-task"), ("miniatures", "mini-models")] {
+        let help = |name: &str| stdout_of(lsr().args(["data", name, "--help"]));
+        assert_eq!(help(old), help(new), "{old}");
+    }
+}
+
 #[test]
 fn an_unreadable_file_is_named_once_with_its_cause_once() {
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("missing.trec");
     let mut command = lsr();
     command
-        .args(["evaluate", "--run"])
+        .args(["trec-eval", "--run"])
         .arg(&missing)
         .arg("--qrels")
         .arg(&missing);

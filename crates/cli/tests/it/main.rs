@@ -3,7 +3,6 @@
 
 mod cli;
 mod common;
-mod evaluate;
 mod justfile;
 mod matrix;
 mod outputs;
@@ -11,3 +10,4 @@ mod paths;
 mod readme;
 mod sentence_transformers;
 mod train;
+mod trec_eval;

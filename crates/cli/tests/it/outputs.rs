@@ -148,14 +148,14 @@ fn lsr_representative_run(run: &Run) {
     let path = |p: PathBuf| p.to_str().unwrap().to_string();
     let o = |name: &str| path(run.out().join(name));
     let (matrix, inputs) = (path(run.matrix()), path(run.inputs()));
-    lsr_in(run, &["data", "synth", "--out", &o("synth")]);
+    lsr_in(run, &["data", "mini-task", "--out", &o("synth")]);
     let spec = path(run.inputs().join("norms.toml"));
     let vocab = o("synth/vocab.txt");
     lsr_in(
         run,
         &[
             "data",
-            "miniatures",
+            "mini-models",
             "--spec",
             &spec,
             "--vocab",
@@ -373,7 +373,7 @@ fn every_command_that_prints_ends_quietly_when_its_reader_goes_away() {
     );
     let trec = |file: &str| fixture(&format!("trec_eval/{file}"));
     let (qrels, trec_run) = (trec("qrels.graded.txt"), trec("run.txt"));
-    let evaluate = ["evaluate", "--run", &trec_run, "--qrels", &qrels];
+    let evaluate = ["trec-eval", "--run", &trec_run, "--qrels", &qrels];
     let synth = path(out.join("synth"));
     let (norms, vocab) = (
         path(run.inputs().join("norms.toml")),
@@ -396,10 +396,10 @@ fn every_command_that_prints_ends_quietly_when_its_reader_goes_away() {
             "an egg",
             "--json",
         ],
-        vec!["data", "synth", "--out", &pipe_synth],
+        vec!["data", "mini-task", "--out", &pipe_synth],
         vec![
             "data",
-            "miniatures",
+            "mini-models",
             "--spec",
             &norms,
             "--vocab",

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use crate::common;
 
-use lsr_backbone::REFERENCE_ROW_NORM;
+use lsr_backbone::ANCHOR_ROW_NORM;
 use lsr_files::{Probe, RunStatus, TrainCsv};
 use lsr_matrix::probe::{ProbeState, choose, run_probes};
 use lsr_matrix::{CellState, Matrix, RunOptions, run_cells};
@@ -123,7 +123,7 @@ fn the_probe_chooses_a_k_per_backbone_and_run_continues_only_it() {
         assert_eq!(probe.chosen_k, choose(&probe.runs));
         let rule = &probe.norm_rule;
         assert!((rule.row_norm_mean - norm).abs() < 1e-3, "{rule:?}");
-        assert!((rule.exact_k - norm / REFERENCE_ROW_NORM).abs() < 1e-2);
+        assert!((rule.exact_k - norm / ANCHOR_ROW_NORM).abs() < 1e-2);
         // 0.9 / 0.16 = 5.6 and 2.553 / 0.16 = 16 are both nearer 4 than 1.
         assert_eq!((rule.grid.as_slice(), rule.k), ([1.0, 4.0].as_slice(), 4.0));
     }

@@ -1,5 +1,6 @@
-//! `lsr evaluate`: trec_eval-exact measures of any TREC run file against qrels, printed as lsr
-//! prints them, as JSON, or exactly as trec_eval does.
+//! `lsr trec-eval`: trec_eval-exact measures of any TREC run file against qrels, printed as lsr
+//! prints them, as JSON, or exactly as trec_eval does. (Named `evaluate` before: that spelling
+//! is refused with the new name, beside `lsr eval`, which evaluates a model.)
 
 use std::path::PathBuf;
 
@@ -9,7 +10,7 @@ use lsr_eval::trec_eval::{TrecEvalOptions, report};
 use lsr_eval::{Measure, Qrels, Run, evaluate};
 
 #[derive(Args)]
-pub struct EvaluateArgs {
+pub struct TrecEvalArgs {
     /// A TREC run (`qid Q0 docid rank score tag`), plain or .gz.
     #[arg(long)]
     run: PathBuf,
@@ -59,7 +60,7 @@ enum Format {
     TrecEval,
 }
 
-pub fn run(args: EvaluateArgs) -> Result<()> {
+pub fn run(args: TrecEvalArgs) -> Result<()> {
     let qrels = Qrels::read(&args.qrels)?;
     let run = Run::read(&args.run)?;
     let format = if args.json { Format::Json } else { args.format };
@@ -111,4 +112,18 @@ pub fn run(args: EvaluateArgs) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// `lsr trec-eval ...`, the old name: whatever follows it is taken and refused.
+#[derive(Args)]
+pub struct Renamed {
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
+    _args: Vec<String>,
+}
+
+pub fn renamed(_: Renamed) -> Result<()> {
+    anyhow::bail!(
+        "`lsr evaluate` is now `lsr trec-eval` (a run against qrels, as trec_eval); \
+         `lsr eval` evaluates a model on data sets"
+    )
 }

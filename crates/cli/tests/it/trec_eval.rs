@@ -1,6 +1,6 @@
-//! `lsr evaluate` on the pytrec_eval fixture: the means equal the mean of pytrec_eval's
+//! `lsr trec-eval` on the pytrec_eval fixture: the means equal the mean of pytrec_eval's
 //! per-query values. `lsr eval` on tiny BEIR sets: what `metrics.json` records, and that it
-//! agrees with `lsr evaluate -c` on the run it wrote, and what a full disk leaves.
+//! agrees with `lsr trec-eval -c` on the run it wrote, and what a full disk leaves.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -11,7 +11,7 @@ use crate::common::{beir_set, fixture, lsr, stdout_of};
 fn means_match_pytrec_eval_at_trec_dl_relevance_level() {
     let out = lsr()
         .args([
-            "evaluate",
+            "trec-eval",
             "--run",
             &fixture("trec_eval/run.txt"),
             "--qrels",
@@ -60,7 +60,7 @@ fn a_malformed_run_is_reported_with_file_and_line() {
     std::fs::write(&run, "q1 Q0 d1 1 1.0 x\nq1 Q0 d2 2 inf x\n").unwrap();
     let out = lsr()
         .args([
-            "evaluate",
+            "trec-eval",
             "--run",
             run.to_str().unwrap(),
             "--qrels",
@@ -154,7 +154,7 @@ fn a_full_disk_during_eval_leaves_the_previous_evaluation() {
 fn evaluate(run: &Path, qrels: &Path, extra: &[&str]) -> serde_json::Value {
     let out = stdout_of(
         lsr()
-            .args(["evaluate", "--run", run.to_str().unwrap()])
+            .args(["trec-eval", "--run", run.to_str().unwrap()])
             .args(["--qrels", qrels.to_str().unwrap(), "--json"])
             .args(extra),
     );
@@ -236,7 +236,7 @@ fn trec_eval_format_prints_what_trec_eval_prints() {
         |file: &str| std::fs::read_to_string(format!("{dir}/trec_eval-9.0.8/{file}.txt")).unwrap();
     let text_of = |qrels: &str, args: &[&str]| {
         let output = lsr()
-            .args(["evaluate", "--format", "trec_eval"])
+            .args(["trec-eval", "--format", "trec_eval"])
             .args(["--qrels", &format!("{dir}/{qrels}")])
             .args(["--run", &format!("{dir}/run.txt")])
             .args(args)
