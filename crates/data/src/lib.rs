@@ -8,6 +8,7 @@ pub mod datasets;
 pub mod error;
 pub mod fetch;
 pub mod miniature;
+pub mod registry;
 pub mod synthetic;
 pub mod trec;
 
