@@ -434,22 +434,22 @@ pub fn groups() -> Vec<&'static str> {
 
 /// The evaluation sets a name stands for: a group's members, or the one set it names.
 pub fn evaluated(name: &str) -> Result<Vec<DataSet>> {
+    named(name, false)
+}
+
+/// The sets `lsr data fetch` takes a name for: [`evaluated`]'s, and training data.
+pub fn fetched(name: &str) -> Result<Vec<DataSet>> {
+    named(name, true)
+}
+
+fn named(name: &str, training: bool) -> Result<Vec<DataSet>> {
     let name = canonical(name);
     if groups().contains(&name.as_str()) {
         return Ok(group(&name).into_iter().cloned().collect());
     }
     match find(&name) {
-        Some(set) if set.evaluation.is_some() => Ok(vec![set]),
-        _ => Err(unknown(&name, false)),
-    }
-}
-
-/// The sets `lsr data fetch` takes a name for: a group's members, or the one set it names,
-/// training data included.
-pub fn fetched(name: &str) -> Result<Vec<DataSet>> {
-    match find(name) {
-        Some(set) if set.evaluation.is_none() => Ok(vec![set]),
-        _ => evaluated(name),
+        Some(set) if training || set.evaluation.is_some() => Ok(vec![set]),
+        _ => Err(unknown(&name, training)),
     }
 }
 
@@ -604,7 +604,8 @@ mod tests {
             assert!(message.contains(name), "{name} missing: {message}");
         }
         assert!(!message.contains(MSMARCO_TRAIN), "{message}");
-        assert!(known(true).contains(MSMARCO_TRAIN));
+        let message = fetched("robust04").unwrap_err().to_string();
+        assert!(message.contains(MSMARCO_TRAIN), "{message}");
     }
 
     #[test]
