@@ -54,10 +54,7 @@ struct MiniatureSpec {
 
 #[derive(Args)]
 pub struct FetchArgs {
-    /// msmarco-dev, trec-dl-2019, trec-dl-2020, beir/<name>, beir-13, nanobeir/<name>,
-    /// nanobeir-13, or ir_datasets ids (msmarco-passage/dev/small, beir/<name>/test, …); and
-    /// msmarco-train, the training triples (triples.train.small.tsv, 7.9 GB compressed).
-    #[arg(required = true)]
+    #[arg(required = true, help = lsr_data::registry::known(true))]
     names: Vec<String>,
     #[arg(long, default_value = "data")]
     data_root: PathBuf,

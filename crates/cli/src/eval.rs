@@ -17,9 +17,7 @@ use crate::model::ModelArgs;
 pub struct EvalArgs {
     #[command(flatten)]
     model: ModelArgs,
-    /// msmarco-dev, trec-dl-2019, trec-dl-2020, beir/<name>, beir-13, nanobeir/<name>,
-    /// nanobeir-13, or ir_datasets ids (repeatable).
-    #[arg(long = "dataset", required = true)]
+    #[arg(long = "dataset", required = true, help = format!("{} (repeatable)", lsr_data::registry::known(false)))]
     datasets: Vec<String>,
     /// Where the data sets' standard files are (see docs/data.md, "Data sets").
     #[arg(long, default_value = "data")]

@@ -1,5 +1,5 @@
-//! Checked downloads: the published md5 and size of every file `lsr data fetch` downloads
-//! (`checksums.tsv`, with its sources), a writer that hashes what streams through it, and the
+//! Checked downloads: the published md5 and size of every file `lsr data fetch` downloads, as
+//! the data-set registry pins them, a writer that hashes what streams through it, and the
 //! record of what was installed (`<data root>/.lsr-installed.json`: each file's sha256 and the
 //! verified download it came from), which `lsr data verify` checks the files against.
 
@@ -13,7 +13,6 @@ use sha2::Sha256;
 
 use crate::error::{DataError, Result};
 
-const TABLE: &str = include_str!("../checksums.tsv");
 pub const INSTALLED: &str = ".lsr-installed.json";
 
 /// What a publisher records of a file.
@@ -23,20 +22,13 @@ pub struct Pinned {
     pub size: Option<u64>,
 }
 
-/// The pinned digest of `url`, if the table has one.
+/// The pinned digest of `url`, if a registered data set downloads it.
 pub fn pinned(url: &str) -> Option<Pinned> {
-    TABLE
-        .lines()
-        .filter(|line| !line.starts_with('#') && !line.is_empty())
-        .filter_map(|line| {
-            let mut fields = line.split('\t');
-            Some((fields.next()?, fields.next()?, fields.next()?))
-        })
-        .find(|(u, _, _)| *u == url)
-        .map(|(_, md5, size)| Pinned {
-            md5: md5.to_string(),
-            size: size.parse().ok(),
-        })
+    crate::registry::REGISTRY
+        .iter()
+        .flat_map(|set| &set.downloads)
+        .find(|download| download.origin() == url)
+        .and_then(|download| download.pinned().cloned())
 }
 
 /// A writer that hashes (md5 and sha256) and counts what it passes on.
@@ -107,7 +99,7 @@ pub fn check(url: &str, path: &Path, got: &Digests) -> Result<()> {
     let Some(pinned) = pinned(url) else {
         return Err(DataError::File {
             path: path.to_path_buf(),
-            message: format!("no checksum is pinned for {url} (crates/data/checksums.tsv)"),
+            message: format!("no checksum is pinned for {url} (crates/data/src/registry.rs)"),
         });
     };
     let size_differs = pinned.size.is_some_and(|size| size != got.size);

@@ -1,18 +1,14 @@
-//! Evaluation data sets by name, read from their standard files under a data root:
+//! Evaluation data sets by name, read from their standard files under a data root. Which names
+//! there are, where each set's files are and the conventions it is evaluated with are the
+//! registry's ([`crate::registry`]); here they are found on disk and read:
 //!
-//! | name | files (under the root) | binary relevance |
+//! | collection | files (under the root) | format |
 //! |---|---|---|
-//! | `msmarco-dev` | `msmarco/collection.tsv`, `msmarco/queries.dev.small.tsv`, `msmarco/qrels.dev.small.tsv` (and `msmarco/queries.dev.tsv` for FLOPs, if present) | grade ≥ 1 |
-//! | `trec-dl-2019`, `trec-dl-2020` | `msmarco/collection.tsv`, `trec-dl-<year>/msmarco-test<year>-queries.tsv`, `trec-dl-<year>/<year>qrels-pass.txt` | grade ≥ 2 (nDCG graded) |
-//! | `beir/<name>` | `beir/<name>/corpus.jsonl`, `queries.jsonl`, `qrels/test.tsv` | grade ≥ 1 |
-//! | `nanobeir/<name>` | `nanobeir/Nano<Name>/{corpus,queries,qrels}/*.parquet` (the HF layout) | binary qrels |
+//! | MS MARCO, TREC DL | `msmarco/collection.tsv`, the set's queries and qrels | TSV, TREC qrels |
+//! | `beir/<name>` | `beir/<name>/corpus.jsonl`, `queries.jsonl`, `qrels/test.tsv` | BEIR JSONL |
+//! | `nanobeir/<name>` | `nanobeir/Nano<Name>/{corpus,queries,qrels}/*.parquet` | HF parquet |
 //!
-//! ir_datasets' ids are accepted for the same sets ([`IR_DATASETS`]: `msmarco-passage/dev/small`,
-//! `beir/<name>/test`, `nano-beir/<name>`, …); results keep lsr's names.
-//!
-//! Each file may also be gzipped (`.gz` appended). BEIR documents are `title + " " + text`;
-//! BEIR queries are limited to those with judgements, and a hit whose document id equals the
-//! query id is dropped before evaluation, as BEIR's `EvaluateRetrieval` does by default.
+//! Each file may also be gzipped (`.gz` appended). BEIR documents are `title + " " + text`.
 //! MS MARCO's FLOPs are measured over the full dev queries when `queries.dev.tsv` is there, as
 //! naver/splade's `conf/flops/msmarco.yaml` does, and over the evaluated queries otherwise.
 
@@ -20,41 +16,8 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use crate::error::{DataError, Result};
+use crate::registry::{self, DataSet};
 use crate::trec::{Qrels, Run, for_each_line};
-
-/// The NanoBEIR data sets (`zeta-alpha-ai/Nano<Name>` on the HF hub), 50 queries each.
-pub const NANOBEIR_13: [&str; 13] = [
-    "NanoArguAna",
-    "NanoClimateFEVER",
-    "NanoDBPedia",
-    "NanoFEVER",
-    "NanoFiQA2018",
-    "NanoHotpotQA",
-    "NanoMSMARCO",
-    "NanoNFCorpus",
-    "NanoNQ",
-    "NanoQuoraRetrieval",
-    "NanoSCIDOCS",
-    "NanoSciFact",
-    "NanoTouche2020",
-];
-
-/// The BEIR-13 data sets of the SPLADE papers (BEIR minus the non-public four and CQADupStack).
-pub const BEIR_13: [&str; 13] = [
-    "arguana",
-    "climate-fever",
-    "dbpedia-entity",
-    "fever",
-    "fiqa",
-    "hotpotqa",
-    "nfcorpus",
-    "nq",
-    "quora",
-    "scidocs",
-    "scifact",
-    "trec-covid",
-    "webis-touche2020",
-];
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum CorpusFormat {
@@ -84,169 +47,52 @@ pub struct Dataset {
     pub flops_queries: Option<PathBuf>,
 }
 
-/// ir_datasets' ids of the sets lsr reads, and lsr's names for them. BEIR sets that
-/// ir_datasets splits are `beir/<name>/test` (handled by rule, with the sets it names bare);
-/// Touché is its `v2`, the zip BEIR serves now.
-pub const IR_DATASETS: [(&str, &str); 6] = [
-    ("msmarco-passage/dev/small", "msmarco-dev"),
-    ("msmarco-passage/trec-dl-2019/judged", "trec-dl-2019"),
-    ("msmarco-passage/trec-dl-2019", "trec-dl-2019"),
-    ("msmarco-passage/trec-dl-2020/judged", "trec-dl-2020"),
-    ("msmarco-passage/trec-dl-2020", "trec-dl-2020"),
-    ("beir/webis-touche2020/v2", "beir/webis-touche2020"),
-];
-
-/// ir_datasets' NanoBEIR ids (`nano-beir/<id>`) and the HF names lsr uses.
-const NANO_BEIR_IDS: [(&str, &str); 13] = [
-    ("arguana", "NanoArguAna"),
-    ("climate-fever", "NanoClimateFEVER"),
-    ("dbpedia-entity", "NanoDBPedia"),
-    ("fever", "NanoFEVER"),
-    ("fiqa", "NanoFiQA2018"),
-    ("hotpotqa", "NanoHotpotQA"),
-    ("msmarco", "NanoMSMARCO"),
-    ("nfcorpus", "NanoNFCorpus"),
-    ("nq", "NanoNQ"),
-    ("quora", "NanoQuoraRetrieval"),
-    ("scidocs", "NanoSCIDOCS"),
-    ("scifact", "NanoSciFact"),
-    ("webis-touche2020", "NanoTouche2020"),
-];
-
-/// lsr's name for an ir_datasets id; other names are returned as they are.
-pub fn from_ir_datasets(name: &str) -> String {
-    if let Some((_, lsr)) = IR_DATASETS.iter().find(|(id, _)| *id == name) {
-        return lsr.to_string();
-    }
-    if let Some(id) = name.strip_prefix("nano-beir/")
-        && let Some((_, set)) = NANO_BEIR_IDS.iter().find(|(i, _)| *i == id)
-    {
-        return format!("nanobeir/{set}");
-    }
-    match name
-        .strip_prefix("beir/")
-        .and_then(|n| n.strip_suffix("/test"))
-    {
-        Some(set) if !set.contains('/') => format!("beir/{set}"),
-        _ => name.to_string(),
-    }
-}
-
-/// The HF name of a NanoBEIR set, given with or without its `Nano` prefix, in any case.
-fn nanobeir_name(requested: &str) -> Result<&'static str> {
-    NANOBEIR_13
-        .iter()
-        .find(|n| {
-            n.eq_ignore_ascii_case(requested) || n["Nano".len()..].eq_ignore_ascii_case(requested)
-        })
-        .copied()
-        .ok_or_else(|| {
-            DataError::Invalid(format!(
-                "unknown NanoBEIR set `{requested}`; expected one of {}",
-                NANOBEIR_13.join(", ")
-            ))
-        })
-}
-
 impl Dataset {
     /// The data sets a name stands for, by their canonical names, without touching files: a
     /// group (`beir-13`, `nanobeir-13`) its members, a NanoBEIR set its HF name
-    /// (`nanobeir/scifact` → `nanobeir/NanoSciFact`), any other known name itself.
+    /// (`nanobeir/scifact` → `nanobeir/NanoSciFact`), an ir_datasets id lsr's name, any other
+    /// known name itself.
     pub fn members(name: &str) -> Result<Vec<String>> {
-        let prefixed =
-            |prefix: &str, sets: &[&str]| sets.iter().map(|d| format!("{prefix}/{d}")).collect();
-        let name = from_ir_datasets(name);
-        match name.as_str() {
-            "beir-13" => Ok(prefixed("beir", &BEIR_13)),
-            "nanobeir-13" => Ok(prefixed("nanobeir", &NANOBEIR_13)),
-            "msmarco-dev" | "trec-dl-2019" | "trec-dl-2020" => Ok(vec![name]),
-            other => match (other.strip_prefix("nanobeir/"), other.strip_prefix("beir/")) {
-                (Some(requested), _) => {
-                    nanobeir_name(requested).map(|set| vec![format!("nanobeir/{set}")])
-                }
-                (_, Some(set)) if !set.is_empty() => Ok(vec![other.into()]),
-                _ => Err(DataError::Invalid(format!(
-                    "unknown data set `{other}`; expected msmarco-dev, trec-dl-2019, \
-                     trec-dl-2020, beir/<name>, beir-13, nanobeir/<name> or nanobeir-13 (or \
-                     their ir_datasets ids: msmarco-passage/dev/small, \
-                     msmarco-passage/trec-dl-2019/judged, beir/<name>/test, nano-beir/<name>)"
-                ))),
-            },
-        }
+        Ok(registry::evaluated(name)?
+            .into_iter()
+            .map(|set| set.name)
+            .collect())
     }
 
     /// Resolves a data set name (or a group: `beir-13`) to its files under `root`.
     pub fn resolve(name: &str, root: &Path) -> Result<Vec<Dataset>> {
-        Self::members(name)?
+        registry::evaluated(name)?
             .iter()
-            .map(|member| Self::resolve_one(member, root))
+            .map(|set| Self::locate(set, root))
             .collect()
     }
 
-    /// The files of one data set, by its canonical name ([`Self::members`]).
-    fn resolve_one(name: &str, root: &Path) -> Result<Dataset> {
-        let msmarco = root.join("msmarco");
-        let dataset = match name {
-            "msmarco-dev" => Dataset {
-                name: name.into(),
-                corpus: find(&msmarco, "collection.tsv")?,
-                corpus_format: CorpusFormat::Tsv,
-                queries: find(&msmarco, "queries.dev.small.tsv")?,
-                qrels: find(&msmarco, "qrels.dev.small.tsv")?,
-                relevance_level: 1,
-                ignore_identical_ids: false,
-                judged_queries_only: false,
-                // naver/splade's conf/flops/msmarco.yaml: p_q over all ~101k dev queries.
-                flops_queries: find(&msmarco, "queries.dev.tsv").ok(),
-            },
-            "trec-dl-2019" | "trec-dl-2020" => {
-                let year = &name["trec-dl-".len()..];
-                let dl = root.join(name);
-                Dataset {
-                    name: name.into(),
-                    corpus: find(&msmarco, "collection.tsv")?,
-                    corpus_format: CorpusFormat::Tsv,
-                    queries: find(&dl, &format!("msmarco-test{year}-queries.tsv"))?,
-                    qrels: find(&dl, &format!("{year}qrels-pass.txt"))?,
-                    relevance_level: 2,
-                    ignore_identical_ids: false,
-                    // 200 test queries, 43 (2019) or 54 (2020) judged: only those are evaluated.
-                    judged_queries_only: true,
-                    flops_queries: None,
-                }
-            }
-            other => match other.strip_prefix("nanobeir/") {
-                Some(set) => {
-                    let dir = root.join("nanobeir").join(set);
-                    Dataset {
-                        name: name.into(),
-                        corpus: find_parquet(&dir.join("corpus"))?,
-                        corpus_format: CorpusFormat::Parquet,
-                        queries: find_parquet(&dir.join("queries"))?,
-                        qrels: find_parquet(&dir.join("qrels"))?,
-                        relevance_level: 1,
-                        ignore_identical_ids: false,
-                        judged_queries_only: true,
-                        flops_queries: None,
-                    }
-                }
-                None => {
-                    let dir = root.join(other);
-                    Dataset {
-                        name: name.into(),
-                        corpus: find(&dir, "corpus.jsonl")?,
-                        corpus_format: CorpusFormat::Jsonl,
-                        queries: find(&dir, "queries.jsonl")?,
-                        qrels: find(&dir.join("qrels"), "test.tsv")?,
-                        relevance_level: 1,
-                        ignore_identical_ids: true,
-                        judged_queries_only: true,
-                        flops_queries: None,
-                    }
-                }
-            },
+    /// The files of a registered set under `root`, with its conventions.
+    pub fn locate(set: &DataSet, root: &Path) -> Result<Dataset> {
+        let Some(evaluation) = &set.evaluation else {
+            return Err(DataError::Invalid(format!(
+                "`{}` is training data, not an evaluation set",
+                set.name
+            )));
         };
-        Ok(dataset)
+        let file = |path: &str| match evaluation.format {
+            CorpusFormat::Parquet => find_parquet(&root.join(path)),
+            CorpusFormat::Tsv | CorpusFormat::Jsonl => find(root, path),
+        };
+        Ok(Dataset {
+            name: set.name.clone(),
+            corpus: file(&evaluation.corpus)?,
+            corpus_format: evaluation.format.clone(),
+            queries: file(&evaluation.queries)?,
+            qrels: file(&evaluation.qrels)?,
+            relevance_level: evaluation.relevance_level,
+            ignore_identical_ids: evaluation.ignore_identical_ids,
+            judged_queries_only: evaluation.judged_queries_only,
+            flops_queries: evaluation
+                .flops_queries
+                .as_deref()
+                .and_then(|path| find(root, path).ok()),
+        })
     }
 
     /// Calls `each(id, text)` for every document, streaming (the MS MARCO collection is 8.8M

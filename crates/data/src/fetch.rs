@@ -7,12 +7,10 @@
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
-use crate::checksums::{self, Digests, Hashing, Installed};
+use crate::checksums::{self, Digests, Hashing, Installed, Pinned};
 use crate::datasets::Dataset;
 use crate::error::{DataError, Result};
-
-const MSMARCO: &str = "https://msmarco.z22.web.core.windows.net/msmarcoranking";
-const BEIR: &str = "https://public.ukp.informatik.tu-darmstadt.de/thakur/BEIR/datasets";
+use crate::registry;
 
 /// How a downloaded file becomes files under the data root (destinations relative to it).
 #[derive(Clone, Debug)]
@@ -25,17 +23,21 @@ pub enum Payload {
     File(PathBuf),
 }
 
+/// One download of a data set, with the digest its publisher records (`None`: none is, and
+/// the download is refused).
 #[derive(Clone, Debug)]
 pub enum Download {
     Url {
         url: String,
         payload: Payload,
+        pinned: Option<Pinned>,
     },
     /// A file of a Hugging Face dataset repository, through the hub cache.
     HubDataset {
         repo: String,
         file: String,
         dest: PathBuf,
+        pinned: Option<Pinned>,
     },
 }
 
@@ -59,6 +61,12 @@ impl Download {
             }
         }
     }
+
+    pub fn pinned(&self) -> Option<&Pinned> {
+        match self {
+            Self::Url { pinned, .. } | Self::HubDataset { pinned, .. } => pinned.as_ref(),
+        }
+    }
 }
 
 /// The training data `lsr data fetch` also installs: MS MARCO's `triples.train.small.tsv`
@@ -67,110 +75,10 @@ pub const MSMARCO_TRAIN: &str = "msmarco-train";
 
 /// The downloads a data set (or group, or [`MSMARCO_TRAIN`]) needs.
 pub fn plan(name: &str) -> Result<Vec<Download>> {
-    if name == MSMARCO_TRAIN {
-        return Ok(vec![Download::Url {
-            url: format!("{MSMARCO}/triples.train.small.tar.gz"),
-            payload: Payload::TarGz(vec![(
-                "triples.train.small.tsv".into(),
-                "msmarco/triples.train.small.tsv".into(),
-            )]),
-        }]);
-    }
-    Ok(Dataset::members(name)?
-        .iter()
-        .flat_map(|member| plan_one(member))
+    Ok(registry::fetched(name)?
+        .into_iter()
+        .flat_map(|set| set.downloads)
         .collect())
-}
-
-/// The downloads of one data set, by its canonical name ([`Dataset::members`]).
-fn plan_one(name: &str) -> Vec<Download> {
-    let members = |pairs: &[(&str, &str)]| {
-        pairs
-            .iter()
-            .map(|(m, d)| (m.to_string(), PathBuf::from(d)))
-            .collect::<Vec<_>>()
-    };
-    let msmarco = || Download::Url {
-        url: format!("{MSMARCO}/collectionandqueries.tar.gz"),
-        payload: Payload::TarGz(members(&[
-            ("collection.tsv", "msmarco/collection.tsv"),
-            ("queries.dev.small.tsv", "msmarco/queries.dev.small.tsv"),
-            ("qrels.dev.small.tsv", "msmarco/qrels.dev.small.tsv"),
-            // The full dev set, for FLOPs as naver/splade measures them.
-            ("queries.dev.tsv", "msmarco/queries.dev.tsv"),
-        ])),
-    };
-    match name {
-        "msmarco-dev" => vec![msmarco()],
-        "trec-dl-2019" | "trec-dl-2020" => {
-            let year = &name["trec-dl-".len()..];
-            let queries = format!("msmarco-test{year}-queries.tsv.gz");
-            let qrels = format!("{year}qrels-pass.txt");
-            vec![
-                msmarco(),
-                Download::Url {
-                    url: format!("{MSMARCO}/{queries}"),
-                    payload: Payload::File(format!("{name}/{queries}").into()),
-                },
-                Download::Url {
-                    url: format!("https://trec.nist.gov/data/deep/{qrels}"),
-                    payload: Payload::File(format!("{name}/{qrels}").into()),
-                },
-            ]
-        }
-        other => match other.strip_prefix("nanobeir/") {
-            Some(set) => ["corpus", "queries", "qrels"]
-                .iter()
-                .map(|split| {
-                    let file = format!("{split}/train-00000-of-00001.parquet");
-                    Download::HubDataset {
-                        repo: format!("zeta-alpha-ai/{set}"),
-                        dest: format!("{other}/{file}").into(),
-                        file,
-                    }
-                })
-                .collect(),
-            None => {
-                let set = other.strip_prefix("beir/").unwrap_or(other);
-                let member = |file: &str| (format!("{set}/{file}"), format!("{other}/{file}"));
-                let files = ["corpus.jsonl", "queries.jsonl", "qrels/test.tsv"].map(member);
-                vec![Download::Url {
-                    url: format!("{BEIR}/{set}.zip"),
-                    payload: Payload::Zip(files.into_iter().map(|(m, d)| (m, d.into())).collect()),
-                }]
-            }
-        },
-    }
-}
-
-/// Number of evaluated queries each set is published with.
-pub fn expected_queries(dataset: &str) -> Option<usize> {
-    let beir = [
-        ("arguana", 1406),
-        ("climate-fever", 1535),
-        ("dbpedia-entity", 400),
-        ("fever", 6666),
-        ("fiqa", 648),
-        ("hotpotqa", 7405),
-        ("nfcorpus", 323),
-        ("nq", 3452),
-        ("quora", 10000),
-        ("scidocs", 1000),
-        ("scifact", 300),
-        ("trec-covid", 50),
-        ("webis-touche2020", 49),
-    ];
-    match dataset {
-        "msmarco-dev" => Some(6980),
-        "trec-dl-2019" => Some(43),
-        "trec-dl-2020" => Some(54),
-        "nanobeir/NanoTouche2020" => Some(49),
-        d if d.starts_with("nanobeir/") => Some(50),
-        d => beir
-            .iter()
-            .find(|(n, _)| d.strip_prefix("beir/") == Some(n))
-            .map(|(_, q)| *q),
-    }
 }
 
 /// The lock a fetch holds on its data root, so that two fetches never install the same file.
@@ -198,12 +106,14 @@ pub fn fetch(name: &str, root: &Path, offline: bool) -> Result<Vec<(String, usiz
         let fetch_error = |e: DataError| missing(&download, root, &e.to_string());
         // The download, whether it is a temporary copy to remove, and what it holds.
         let (source, temporary, digests, payload) = match &download {
-            Download::HubDataset { repo, file, dest } => {
+            Download::HubDataset {
+                repo, file, dest, ..
+            } => {
                 let cached = hub_file(repo, file).map_err(fetch_error)?;
                 let digests = checksums::digest_file(&cached)?;
                 (cached, false, digests, Payload::File(dest.clone()))
             }
-            Download::Url { url, payload } => {
+            Download::Url { url, payload, .. } => {
                 let (archive, digests) = get(url, root).map_err(fetch_error)?;
                 (archive, true, digests, payload.clone())
             }
@@ -241,13 +151,14 @@ pub fn verify_installed(name: &str, root: &Path) -> Result<(usize, usize)> {
 /// Parses every set of `name` under `root` and checks its number of evaluated queries.
 pub fn verify(name: &str, root: &Path) -> Result<Vec<(String, usize)>> {
     let mut checked = Vec::new();
-    if name == MSMARCO_TRAIN {
-        // Training data: no evaluated queries; its files are checked by their record.
-        return Ok(checked);
-    }
-    for dataset in Dataset::resolve(name, root)? {
+    for set in registry::fetched(name)? {
+        // Training data has no evaluated queries; its files are checked by their record.
+        let Some(evaluation) = &set.evaluation else {
+            continue;
+        };
+        let dataset = Dataset::locate(&set, root)?;
         let (queries, _) = dataset.queries_and_qrels()?;
-        if let Some(expected) = expected_queries(&dataset.name)
+        if let Some(expected) = evaluation.published_queries
             && expected != queries.len()
         {
             return Err(DataError::File {

@@ -9,6 +9,7 @@ pub mod datasets;
 pub mod error;
 pub mod fetch;
 pub mod miniature;
+pub mod registry;
 pub mod trec;
 
 pub use datasets::Dataset;

@@ -786,4 +786,31 @@ lr = 1e-4
             (16, 32)
         );
     }
+
+    /// The miniature builds and runs one model per registered backbone family: a family added
+    /// to the registry (or taken out) without its miniature fails here, naming it.
+    #[test]
+    fn the_miniature_has_exactly_the_registered_families() {
+        use std::collections::BTreeSet;
+        let experiments = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../experiments");
+        let registered: BTreeSet<&str> = lsr_backbone::FAMILIES.iter().map(|f| f.name).collect();
+        let models = std::fs::read_to_string(experiments.join("mini-models.toml")).unwrap();
+        let models: toml::Table = toml::from_str(&models).unwrap();
+        let normed: BTreeSet<&str> = models["norms"]
+            .as_table()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        let mini = Matrix::load(&experiments.join("mini.toml")).unwrap();
+        let run: BTreeSet<&str> = mini.cells.iter().map(|c| c.backbone.as_str()).collect();
+        for (file, names) in [("mini-models.toml [norms]", normed), ("mini.toml", run)] {
+            let missing: Vec<_> = registered.difference(&names).collect();
+            let extra: Vec<_> = names.difference(&registered).collect();
+            assert!(
+                missing.is_empty() && extra.is_empty(),
+                "experiments/{file}: registered families missing {missing:?}, unregistered {extra:?}"
+            );
+        }
+    }
 }

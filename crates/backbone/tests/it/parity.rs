@@ -1,11 +1,14 @@
 //! Parity with Hugging Face transformers on the committed fixtures: identical token ids and
-//! MLM logits within 1e-4 on every non-padding token, for every family and loading path.
+//! MLM logits within 1e-4 on every non-padding token, for every registered family (its fixture
+//! is `data/fixtures/<family>`) and every other loading path listed here.
 //! With `LSR_TEST_DEVICE` set (e.g. `wgpu`), the logits are also computed there and compared
 //! with flex (≤ 1e-3).
 
 use burn::prelude::*;
 use lsr_backbone::reference::{ReferenceOutputs, fixture_texts, fixtures_dir, logits_of};
-use lsr_backbone::{Backbone, parse_device};
+use lsr_backbone::{Backbone, FAMILIES, parse_device};
+
+use crate::family_fixture;
 
 const HF_TOLERANCE: f32 = 1e-4;
 const DEVICE_TOLERANCE: f32 = 1e-3;
@@ -49,26 +52,29 @@ fn check(name: &str) {
     }
 }
 
+/// Every family in the registry, on its own fixture.
+#[test]
+fn every_family_matches_transformers() {
+    for family in FAMILIES {
+        family_fixture(family.name);
+        check(family.name);
+    }
+}
+
 macro_rules! parity {
     ($($test:ident => $fixture:literal),* $(,)?) => {
         $(#[test] fn $test() { check($fixture); })*
     };
 }
 
+// Loading paths beyond a family's own fixture: other weight names, dtypes, files and configs.
 parity! {
-    bert => "bert",
     bert_legacy_gamma_beta_names => "bert-gamma-beta",
     bert_f16_weights => "bert-f16",
     bert_bf16_weights => "bert-bf16",
     bert_sharded_safetensors => "bert-sharded",
     bert_pytorch_bin => "bert-pytorch-bin",
-    distilbert => "distilbert",
-    albert => "albert",
     albert_two_layer_groups => "albert-groups",
     albert_decoder_bias_preferred => "albert-decoder-bias",
-    roberta => "roberta",
-    gte_ntk_rope => "gte",
-    modernbert_sliding_window => "modernbert",
     modernbert_legacy_config => "modernbert-legacy-config",
-    ettin_equal_thetas => "ettin",
 }
