@@ -492,6 +492,32 @@ pub fn known(training: bool) -> String {
     )
 }
 
+/// How the paper's tables show a data set or group: its short name, and the measure reported
+/// there with its printed form. Any other set is shown by its name, with nDCG@10.
+const TABLE_COLUMNS: [(&str, &str, &str, &str); 5] = [
+    ("msmarco-dev", "MS MARCO", "mrr@10", "MRR@10"),
+    ("trec-dl-2019", "DL19", "ndcg@10", "nDCG@10"),
+    ("trec-dl-2020", "DL20", "ndcg@10", "nDCG@10"),
+    (BEIR_13, "BEIR-13", "ndcg@10", "nDCG@10"),
+    (NANOBEIR_13, "NanoBEIR", "ndcg@10", "nDCG@10"),
+];
+
+/// The measure the paper's tables report for data set (or group) `name`.
+pub fn table_measure(name: &str) -> &'static str {
+    TABLE_COLUMNS
+        .iter()
+        .find(|(set, ..)| *set == name)
+        .map_or("ndcg@10", |(_, _, measure, _)| measure)
+}
+
+/// The header of `name`'s column in the paper's tables (`MS MARCO MRR@10`).
+pub fn table_label(name: &str) -> String {
+    match TABLE_COLUMNS.iter().find(|(set, ..)| *set == name) {
+        Some((_, short, _, printed)) => format!("{short} {printed}"),
+        None => format!("{name} nDCG@10"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::HashSet;

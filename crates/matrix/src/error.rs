@@ -25,8 +25,6 @@ pub enum MatrixError {
     Eval(#[from] lsr_eval::EvalError),
     #[error(transparent)]
     Backbone(#[from] lsr_backbone::BackboneError),
-    #[error(transparent)]
-    Report(#[from] lsr_report::ReportError),
     #[error("{0}")]
     Validation(String),
 }

@@ -11,8 +11,8 @@ use lsr_train::{DataConfig, ModelSpec, Recipe, TrainConfig, ValidationConfig};
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
+use lsr_data::registry::table_measure;
 use lsr_files::PaperResult;
-use lsr_report::table::primary_measure;
 
 use crate::cell::Cell;
 use crate::error::{MatrixError, Result};
@@ -315,13 +315,13 @@ impl Source<'_> {
     }
 
     /// Measures lsr computes, among them each one the report shows: the primary measure of
-    /// every evaluated name and of the trade-off set (`lsr_report::table::primary_measure`).
+    /// every evaluated name and of the trade-off set (`lsr_data::registry::table_measure`).
     fn check_measures(&self, eval: &EvalSpec) -> Result<()> {
         let measures = Measure::parse_all(&eval.measures)
             .map_err(|e| self.fail(None, format!("eval.measures: {e}")))?;
         let names: Vec<String> = measures.iter().map(Measure::name).collect();
         for dataset in eval.datasets.iter().chain([&eval.tradeoff]) {
-            let measure = primary_measure(dataset);
+            let measure = table_measure(dataset);
             if !names.iter().any(|name| name == measure) {
                 let message = format!(
                     "eval.measures: the report shows {measure} for `{dataset}` (Table 1, the \
@@ -367,9 +367,9 @@ impl Source<'_> {
         } else if !eval.datasets.contains(dataset) {
             format!("{what}: Table 1 has a column for each of eval.datasets only")
         } else if Measure::parse(measure).map(|m| m.name()).ok().as_deref()
-            != Some(primary_measure(dataset))
+            != Some(table_measure(dataset))
         {
-            let shown = primary_measure(dataset);
+            let shown = table_measure(dataset);
             format!("{what}: measure `{measure}`, but Table 1 shows {shown} there")
         } else {
             return Ok(());

@@ -16,7 +16,7 @@ use plotters::style::{FontStyle, register_font};
 use crate::error::{ReportError, Result};
 use crate::kchoice::KChoiceRow;
 use crate::results::MatrixResults;
-use crate::table::primary_measure;
+use lsr_data::registry::table_measure;
 use lsr_files::CellState;
 
 /// DejaVu Sans (Bitstream Vera licence, `assets/DejaVuSans-LICENSE`), so text renders on
@@ -342,7 +342,7 @@ pub fn tradeoff(matrix: &MatrixResults, out: &Path) -> Result<Vec<PathBuf>> {
 /// vector empty), as `id (measure value)`, named on the figure instead of vanishing from it.
 fn without_flops(matrix: &MatrixResults) -> Vec<String> {
     let set = &matrix.tradeoff;
-    let measure = primary_measure(set);
+    let measure = table_measure(set);
     matrix
         .cells
         .iter()
@@ -365,7 +365,7 @@ fn tradeoff_points(matrix: &MatrixResults, backbone: &str) -> Vec<(f64, f64, f64
         .filter_map(|c| {
             let metrics = c.metrics.as_ref()?;
             let flops = metrics.mean_of(set, |d| Some(d.sparsity.flops))?;
-            let effectiveness = metrics.mean(set, primary_measure(set))?;
+            let effectiveness = metrics.mean(set, table_measure(set))?;
             (flops > 0.0).then_some((c.k, flops, effectiveness))
         })
         .collect();
@@ -418,7 +418,7 @@ fn draw_tradeoff<DB: DrawingBackend>(
     let set = &matrix.tradeoff;
     let mut chart = ChartBuilder::on(&root)
         .caption(
-            format!("{}: {set} {} vs FLOPs", matrix.name, primary_measure(set)),
+            format!("{}: {set} {} vs FLOPs", matrix.name, table_measure(set)),
             (FAMILY, 20),
         )
         .margin(12)
@@ -431,7 +431,7 @@ fn draw_tradeoff<DB: DrawingBackend>(
         .x_labels(12)
         .x_label_formatter(&|x| tick(*x))
         .x_desc("FLOPs (expected multiplications per query–document pair, log scale)")
-        .y_desc(format!("mean {}", primary_measure(set)))
+        .y_desc(format!("mean {}", table_measure(set)))
         .label_style((FAMILY, 13))
         .axis_desc_style((FAMILY, 14))
         .draw()

@@ -4,6 +4,7 @@
 //! marked. Written as Markdown, CSV (through polars) and LaTeX, plus a per-dataset table of the
 //! groups' members.
 
+use lsr_data::registry::{table_label, table_measure};
 use std::path::{Path, PathBuf};
 
 use polars::prelude::*;
@@ -20,40 +21,20 @@ struct TableColumn {
     marked: bool,
 }
 
-/// The measure the paper's tables report for a data set.
-pub fn primary_measure(dataset: &str) -> &'static str {
-    if dataset == "msmarco-dev" {
-        "mrr@10"
-    } else {
-        "ndcg@10"
-    }
-}
-
-fn label(dataset: &str) -> String {
-    match dataset {
-        "msmarco-dev" => "MS MARCO MRR@10".into(),
-        "trec-dl-2019" => "DL19 nDCG@10".into(),
-        "trec-dl-2020" => "DL20 nDCG@10".into(),
-        "beir-13" => "BEIR-13 nDCG@10".into(),
-        "nanobeir-13" => "NanoBEIR nDCG@10".into(),
-        other => format!("{other} nDCG@10"),
-    }
-}
-
 fn columns(matrix: &MatrixResults) -> Vec<TableColumn> {
     let cells = &matrix.cells;
     let of = |f: &dyn Fn(&CellResult) -> Option<f64>| cells.iter().map(f).collect::<Vec<_>>();
     let mut columns = Vec::new();
     for dataset in &matrix.datasets {
-        let measure = primary_measure(dataset);
+        let measure = table_measure(dataset);
         columns.push(TableColumn {
-            header: label(dataset),
+            header: table_label(dataset),
             values: of(&|c| c.metrics.as_ref()?.mean(dataset, measure)),
             marked: true,
         });
         if matrix.paper.iter().any(|p| &p.dataset == dataset) {
             columns.push(TableColumn {
-                header: format!("{} (paper)", label(dataset)),
+                header: format!("{} (paper)", table_label(dataset)),
                 values: of(&|c| matrix.paper_value(&c.backbone, c.k, dataset)),
                 marked: false,
             });
@@ -220,7 +201,7 @@ fn write_dataset_tables(matrix: &MatrixResults, out: &Path) -> Result<Vec<PathBu
     let values: Vec<Vec<Option<f64>>> = members
         .iter()
         .map(|member| {
-            let measure = primary_measure(member);
+            let measure = table_measure(member);
             matrix
                 .cells
                 .iter()
@@ -253,7 +234,7 @@ fn write_dataset_tables(matrix: &MatrixResults, out: &Path) -> Result<Vec<PathBu
     let mut frame_columns = key_columns(matrix);
     for (member, column) in members.iter().zip(values) {
         frame_columns.push(Column::new(
-            format!("{member} {}", primary_measure(member)).into(),
+            format!("{member} {}", table_measure(member)).into(),
             column,
         ));
     }
