@@ -185,36 +185,41 @@ impl Rope {
     }
 }
 
-/// Self-attention from a fused q | k | v projection with rotary positions (GTE, ModernBERT):
-/// `out(attention(rope(q), rope(k), v))` of `x`, products in `dtype`, `probs_dropout` on the
-/// attention probabilities.
-#[allow(clippy::too_many_arguments)]
-pub fn rotary_attention(
-    qkv: &Linear,
-    out: &Linear,
-    x: Tensor<3>,
-    heads: usize,
-    rope: &Rope,
-    bias: Tensor<4>,
-    probs_dropout: Dropout,
-    dtype: DType,
-) -> Tensor<3> {
-    let qkv = linear(qkv, x, dtype);
-    let hidden = qkv.dims()[2] / 3;
-    let part = |i: usize| {
-        split_heads(
-            qkv.clone().slice_dim(2, i * hidden..(i + 1) * hidden),
-            heads,
-        )
-    };
-    let context = attend(
-        rope.apply(part(0)),
-        rope.apply(part(1)),
-        part(2),
-        bias,
-        probs_dropout,
-    );
-    linear(out, merge_heads(context), dtype)
+/// Self-attention from a fused q | k | v projection with rotary positions (GTE, ModernBERT),
+/// over a layer's own projections and settings. It borrows them rather than owning them, so
+/// that the projections keep their place in each family's layer and with it the module paths
+/// that checkpoints and the HF export name them by.
+pub struct RotaryAttention<'a> {
+    /// q | k | v along the output dimension.
+    pub qkv: &'a Linear,
+    pub out: &'a Linear,
+    pub heads: usize,
+    /// On the attention probabilities.
+    pub dropout: Dropout,
+    /// The dtype of the products.
+    pub dtype: DType,
+}
+
+impl RotaryAttention<'_> {
+    /// `out(attention(rope(q), rope(k), v))` of `x`, `bias` added to the scores.
+    pub fn forward(&self, x: Tensor<3>, rope: &Rope, bias: Tensor<4>) -> Tensor<3> {
+        let qkv = linear(self.qkv, x, self.dtype);
+        let hidden = qkv.dims()[2] / 3;
+        let part = |i: usize| {
+            split_heads(
+                qkv.clone().slice_dim(2, i * hidden..(i + 1) * hidden),
+                self.heads,
+            )
+        };
+        let context = attend(
+            rope.apply(part(0)),
+            rope.apply(part(1)),
+            part(2),
+            bias,
+            self.dropout,
+        );
+        linear(self.out, merge_heads(context), self.dtype)
+    }
 }
 
 /// Which half of a gated MLP's fused projection goes through the activation.

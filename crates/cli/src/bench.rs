@@ -270,6 +270,48 @@ pub fn run(command: BenchCommand) -> Result<()> {
     }
 }
 
+/// `run`'s result and the seconds it took.
+fn timed<T>(run: impl FnOnce() -> T) -> (T, f64) {
+    let start = Instant::now();
+    let result = run();
+    (result, start.elapsed().as_secs_f64())
+}
+
+/// How every device bench times its work: `warmup` untimed runs (kernel compilation, autotune,
+/// caches), then `iterations` timed ones.
+struct Harness<'a> {
+    device: &'a Device,
+    warmup: usize,
+    iterations: usize,
+}
+
+impl Harness<'_> {
+    /// The mean seconds of one timed run of `work`. Each run's result is held until the device
+    /// has finished, so that no backend may skip or defer work whose result nobody holds (work
+    /// whose results would not fit in memory together drops them itself).
+    fn seconds<T>(&self, mut work: impl FnMut() -> T) -> Result<f64> {
+        let warm: Vec<T> = (0..self.warmup).map(|_| work()).collect();
+        self.device.sync()?;
+        drop(warm);
+        let (done, seconds) = timed(|| {
+            let results: Vec<T> = (0..self.iterations).map(|_| work()).collect();
+            self.device.sync().map(|()| results)
+        });
+        drop(done?);
+        Ok(seconds / self.iterations.max(1) as f64)
+    }
+}
+
+/// Prints a bench's `report`: one JSON object with `--json`, else the line `describe` writes.
+fn print<R: Serialize>(report: &R, json: bool, describe: impl FnOnce(&R) -> String) -> Result<()> {
+    if json {
+        println!("{}", serde_json::to_string(report)?);
+    } else {
+        println!("{}", describe(report));
+    }
+    Ok(())
+}
+
 /// Seeds of the synthetic collection; `scripts/bench/retrieve.py` uses the same.
 const DOC_SEED: u64 = 1;
 const QUERY_SEED: u64 = 2;
@@ -281,16 +323,17 @@ fn retrieve(args: RetrieveBench) -> Result<()> {
         Shape::Uniform => WeightShape::Uniform,
         Shape::Splade => WeightShape::Splade,
     };
-    let start = Instant::now();
-    let mut builder = lsr_eval::IndexBuilder::new(args.vocab);
-    let mut doc_nonzeros = 0;
-    for d in 0..args.docs {
-        let vector = sparse_vector(&zipf, shape, DOC_SEED, d as u64, args.doc_draws);
-        doc_nonzeros += vector.len();
-        builder.add(&d.to_string(), &vector)?;
-    }
-    let index = builder.build();
-    let build_seconds = start.elapsed().as_secs_f64();
+    let (built, build_seconds) = timed(|| -> Result<_> {
+        let mut builder = lsr_eval::IndexBuilder::new(args.vocab);
+        let mut doc_nonzeros = 0;
+        for d in 0..args.docs {
+            let vector = sparse_vector(&zipf, shape, DOC_SEED, d as u64, args.doc_draws);
+            doc_nonzeros += vector.len();
+            builder.add(&d.to_string(), &vector)?;
+        }
+        Ok((builder.build(), doc_nonzeros))
+    });
+    let (index, doc_nonzeros) = built?;
     let queries: Vec<(String, Vec<(u32, f32)>)> = (0..args.queries)
         .map(|q| {
             (
@@ -299,13 +342,13 @@ fn retrieve(args: RetrieveBench) -> Result<()> {
             )
         })
         .collect();
-    let start = Instant::now();
-    let run = if args.exhaustive {
-        index.retrieve_exhaustive(&queries, args.k)
-    } else {
-        index.retrieve(&queries, args.k)
-    };
-    let seconds = start.elapsed().as_secs_f64();
+    let (run, seconds) = timed(|| {
+        if args.exhaustive {
+            index.retrieve_exhaustive(&queries, args.k)
+        } else {
+            index.retrieve(&queries, args.k)
+        }
+    });
     if let Some(path) = &args.run {
         run.write(path, "lsr")?;
     }
@@ -321,10 +364,8 @@ fn retrieve(args: RetrieveBench) -> Result<()> {
         queries_per_second: args.queries as f64 / seconds,
         peak_rss_mib: peak_rss_mib(),
     };
-    if args.json {
-        println!("{}", serde_json::to_string(&report)?);
-    } else {
-        println!(
+    print(&report, args.json, |report| {
+        format!(
             "retrieve top-{} over {} docs ({:.1} non-zeros/doc, {:.1}/query, {} threads): \
              {:.1} queries/s, index {:.0} MiB, built in {:.1} s, peak RSS {}",
             args.k,
@@ -336,9 +377,8 @@ fn retrieve(args: RetrieveBench) -> Result<()> {
             report.index_mib,
             report.build_seconds,
             describe_rss(report.peak_rss_mib)
-        );
-    }
-    Ok(())
+        )
+    })
 }
 
 fn rayon_threads() -> usize {
@@ -380,14 +420,15 @@ fn train_step(args: TrainStepBench) -> Result<()> {
         queries: synthetic_tokens(args.queries, args.query_len),
         documents: synthetic_tokens(2 * args.queries, args.document_len),
     };
+    let harness = Harness {
+        device: &device,
+        warmup: args.warmup,
+        iterations: args.iterations,
+    };
     // `step` reads its metrics back from the device, so it returns when the step is done.
-    for _ in 0..args.warmup {
+    let seconds_per_step = harness.seconds(|| {
         trainer.step(std::slice::from_ref(&batch));
-    }
-    let start = Instant::now();
-    for _ in 0..args.iterations {
-        trainer.step(std::slice::from_ref(&batch));
-    }
+    })?;
     let report = TrainStepReport {
         device: format!("{device:?}"),
         precision: args.precision,
@@ -397,14 +438,12 @@ fn train_step(args: TrainStepBench) -> Result<()> {
         query_len: args.query_len,
         document_len: args.document_len,
         iterations: args.iterations,
-        seconds_per_step: start.elapsed().as_secs_f64() / args.iterations as f64,
+        seconds_per_step,
         peak_rss_mib: peak_rss_mib(),
         device_reserved_mib: reserved_mib(&device),
     };
-    if args.json {
-        println!("{}", serde_json::to_string(&report)?);
-    } else {
-        println!(
+    print(&report, args.json, |report| {
+        format!(
             "train step ({} queries x {}, {} documents x {}) on {} ({} products): {:.3} s/step, \
              peak RSS {}",
             report.queries,
@@ -415,9 +454,8 @@ fn train_step(args: TrainStepBench) -> Result<()> {
             report.matmul.name(),
             report.seconds_per_step,
             describe_rss(report.peak_rss_mib)
-        );
-    }
-    Ok(())
+        )
+    })
 }
 
 fn encode(args: EncodeBench) -> Result<()> {
@@ -425,19 +463,16 @@ fn encode(args: EncodeBench) -> Result<()> {
     let device = parse_device(args.device.as_deref())?;
     let model = bert_base(&device)?.with_precision(args.precision);
     let (ids, mask) = synthetic_tokens(args.batch, args.seq_len).to_tensors(&device);
-    let step = || {
+    let harness = Harness {
+        device: &device,
+        warmup: args.warmup,
+        iterations: args.iterations,
+    };
+    let seconds = harness.seconds(|| {
         let vectors = encode_pooled_tiles(&model, ids.clone(), mask.clone(), args.head_tile);
         // Reading the result back waits for the device to finish.
         vectors.into_data();
-    };
-    for _ in 0..args.warmup {
-        step();
-    }
-    let start = Instant::now();
-    for _ in 0..args.iterations {
-        step();
-    }
-    let seconds = start.elapsed().as_secs_f64() / args.iterations as f64;
+    })?;
     let report = EncodeReport {
         device: format!("{device:?}"),
         precision: args.precision,
@@ -450,10 +485,8 @@ fn encode(args: EncodeBench) -> Result<()> {
         peak_rss_mib: peak_rss_mib(),
         device_reserved_mib: reserved_mib(&device),
     };
-    if args.json {
-        println!("{}", serde_json::to_string(&report)?);
-    } else {
-        println!(
+    print(&report, args.json, |report| {
+        format!(
             "encode {}x{} on {} ({} products): {:.3} s/batch, {:.1} sequences/s, peak RSS {}",
             report.batch,
             report.seq_len,
@@ -462,9 +495,8 @@ fn encode(args: EncodeBench) -> Result<()> {
             report.seconds_per_batch,
             report.sequences_per_second,
             describe_rss(report.peak_rss_mib)
-        );
-    }
-    Ok(())
+        )
+    })
 }
 
 fn matmul(args: MatmulBench) -> Result<()> {
@@ -480,16 +512,13 @@ fn matmul(args: MatmulBench) -> Result<()> {
     } else {
         random([args.k, args.n])
     };
-    let run = |times: usize| -> Result<f64> {
-        let start = Instant::now();
-        for _ in 0..times {
-            drop(precision::matmul(lhs.clone(), rhs.clone()));
-        }
-        device.sync()?;
-        Ok(start.elapsed().as_secs_f64() / times.max(1) as f64)
+    let harness = Harness {
+        device: &device,
+        warmup: args.warmup,
+        iterations: args.iterations,
     };
-    run(args.warmup)?;
-    let seconds = run(args.iterations)?;
+    // Each product dropped at once: ten `[m, n]` results would not fit together.
+    let seconds = harness.seconds(|| drop(precision::matmul(lhs.clone(), rhs.clone())))?;
     let report = MatmulReport {
         device: format!("{device:?}"),
         precision: args.precision,
@@ -501,10 +530,8 @@ fn matmul(args: MatmulBench) -> Result<()> {
         seconds,
         tflops: 2.0 * (args.m * args.k * args.n) as f64 / seconds / 1e12,
     };
-    if args.json {
-        println!("{}", serde_json::to_string(&report)?);
-    } else {
-        println!(
+    print(&report, args.json, |report| {
+        format!(
             "matmul [{}, {}]·[{}, {}]{} in {} on {} ({}): {:.3} ms, {:.1} TFLOP/s",
             report.m,
             report.k,
@@ -520,9 +547,8 @@ fn matmul(args: MatmulBench) -> Result<()> {
             report.matmul.name(),
             report.seconds * 1e3,
             report.tflops
-        );
-    }
-    Ok(())
+        )
+    })
 }
 
 fn reduce(args: ReduceBench) -> Result<()> {
@@ -535,27 +561,20 @@ fn reduce(args: ReduceBench) -> Result<()> {
         Distribution::Default,
         &device,
     );
-    // The results are kept until the device is synchronised, so that no backend may skip or
-    // defer a reduction whose result nobody holds.
-    let time = |f: &dyn Fn() -> Tensor<1>| -> Result<f64> {
-        let warm: Vec<_> = (0..args.warmup).map(|_| f()).collect();
-        device.sync()?;
-        drop(warm);
-        let start = Instant::now();
-        let timed: Vec<_> = (0..args.iterations).map(|_| f()).collect();
-        device.sync()?;
-        let ms = start.elapsed().as_secs_f64() * 1e3 / args.iterations.max(1) as f64;
-        drop(timed);
-        Ok(ms)
+    let harness = Harness {
+        device: &device,
+        warmup: args.warmup,
+        iterations: args.iterations,
     };
+    let ms = |work: &dyn Fn() -> Tensor<1>| harness.seconds(work).map(|s| s * 1e3);
     let [rows, width] = [args.rows, args.width];
     let report = ReduceReport {
         device: format!("{device:?}"),
         rows,
         width,
         block,
-        column_sum_one_pass_ms: time(&|| columns.clone().sum_dim(0).flatten(0, 1))?,
-        column_sum_two_pass_ms: time(&|| {
+        column_sum_one_pass_ms: ms(&|| columns.clone().sum_dim(0).flatten(0, 1))?,
+        column_sum_two_pass_ms: ms(&|| {
             columns
                 .clone()
                 .reshape([rows / block, block, width])
@@ -566,12 +585,10 @@ fn reduce(args: ReduceBench) -> Result<()> {
         batch: args.batch,
         seq_len: args.seq_len,
         terms: args.terms,
-        token_max_ms: time(&|| logits.clone().max_dim(1).flatten(0, 2))?,
+        token_max_ms: ms(&|| logits.clone().max_dim(1).flatten(0, 2))?,
     };
-    if args.json {
-        println!("{}", serde_json::to_string(&report)?);
-    } else {
-        println!(
+    print(&report, args.json, |report| {
+        format!(
             "on {}: column sum [{rows}, {width}] {:.3} ms in one pass, {:.3} ms in two (blocks \
              of {block}); max over {} tokens of [{}, {}, {}] {:.3} ms",
             report.device,
@@ -582,9 +599,8 @@ fn reduce(args: ReduceBench) -> Result<()> {
             args.seq_len,
             args.terms,
             report.token_max_ms
-        );
-    }
-    Ok(())
+        )
+    })
 }
 
 fn reserved_mib(device: &Device) -> Option<f64> {

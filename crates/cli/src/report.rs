@@ -6,8 +6,7 @@ use std::path::PathBuf;
 use anyhow::{Result, bail};
 use clap::{Args, ValueEnum};
 use lsr_files::probe::PROBE_DIR;
-use lsr_report::kchoice::write_k_choice;
-use lsr_report::{Part, ReportError, write_report};
+use lsr_report::{Part, ReportError, write_k_choice, write_report};
 
 #[derive(Clone, Copy, PartialEq, ValueEnum)]
 enum PartArg {

@@ -1,8 +1,9 @@
 //! How well k can be chosen without the full grid: for each run of a matrix (seeds) and each
 //! backbone with a finished probe and a fully evaluated grid, the k of the head-norm rule, of
 //! the probe and of "no rescaling" against the grid's best cell — the regret (score lost) and
-//! the training steps spent relative to the grid — as `k-choice.md` and `k-choice.csv`; the
-//! figure is `plots::k_choice`.
+//! the training steps spent relative to the grid — as `k-choice.md` and `k-choice.csv`. The runs
+//! come already read (`MatrixResults`); of its own it reads only their probes, and the figure
+//! is drawn from its rows by `plots::k_choice`.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -74,50 +75,58 @@ pub fn rows(matrix: &MatrixResults) -> Result<(Vec<KChoiceRow>, Vec<String>)> {
             left_out.push(format!("{}/{backbone}: no probe", matrix.name));
             continue;
         };
-        let mut grid = Vec::new();
-        for cell in matrix.cells.iter().filter(|c| c.backbone == backbone) {
-            let score = match (&cell.metrics, cell.state) {
-                (Some(metrics), _) => mean_score(matrix, metrics),
-                (None, CellState::Collapsed) => Some(0.0),
-                (None, _) => None,
-            };
-            match score {
-                Some(score) => grid.push((cell.k, score)),
-                None => {
-                    left_out.push(format!("{}/{}: {}", matrix.name, cell.id, cell.state));
-                    grid.clear();
-                    break;
-                }
-            }
+        match grid(matrix, backbone) {
+            Ok(grid) if !grid.is_empty() => rows.push(row(matrix, backbone, &probe, grid)),
+            Ok(_) => {}
+            Err(unfinished) => left_out.push(unfinished),
         }
-        if grid.is_empty() {
-            continue;
-        }
-        grid.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let best_k = grid
-            .iter()
-            .fold(
-                grid[0],
-                |best, &cell| if cell.1 > best.1 { cell } else { best },
-            )
-            .0;
-        let chosen = probe.runs.iter().find(|r| r.k == probe.chosen_k);
-        let rest = probe.full_steps - chosen.map_or(0, |r| r.steps.min(probe.full_steps));
-        let probe_steps: usize = probe.runs.iter().map(|r| r.steps).sum::<usize>() + rest;
-        rows.push(KChoiceRow {
-            run: matrix.name.clone(),
-            backbone: backbone.to_string(),
-            row_norm_mean: probe.norm_rule.row_norm_mean,
-            exact_k: probe.norm_rule.exact_k,
-            reference_row_norm: probe.norm_rule.reference_row_norm,
-            grid,
-            best_k,
-            rule_k: probe.norm_rule.k,
-            probe_k: probe.chosen_k,
-            probe_runs: probe_steps as f64 / probe.full_steps.max(1) as f64,
-        });
     }
     Ok((rows, left_out))
+}
+
+/// `(k, score)` of each of the backbone's cells, in k order; the first cell without a score,
+/// by name and state, if there is one.
+fn grid(matrix: &MatrixResults, backbone: &str) -> Result<Vec<(f64, f64)>, String> {
+    let mut grid = Vec::new();
+    for cell in matrix.cells.iter().filter(|c| c.backbone == backbone) {
+        let score = match (&cell.metrics, cell.state) {
+            (Some(metrics), _) => mean_score(matrix, metrics),
+            (None, CellState::Collapsed) => Some(0.0),
+            (None, _) => None,
+        };
+        match score {
+            Some(score) => grid.push((cell.k, score)),
+            None => return Err(format!("{}/{}: {}", matrix.name, cell.id, cell.state)),
+        }
+    }
+    grid.sort_by(|a, b| a.0.total_cmp(&b.0));
+    Ok(grid)
+}
+
+/// The row of a backbone with a finished probe and a non-empty `grid`.
+fn row(matrix: &MatrixResults, backbone: &str, probe: &Probe, grid: Vec<(f64, f64)>) -> KChoiceRow {
+    let best_k = grid
+        .iter()
+        .fold(
+            grid[0],
+            |best, &cell| if cell.1 > best.1 { cell } else { best },
+        )
+        .0;
+    let chosen = probe.runs.iter().find(|r| r.k == probe.chosen_k);
+    let rest = probe.full_steps - chosen.map_or(0, |r| r.steps.min(probe.full_steps));
+    let probe_steps: usize = probe.runs.iter().map(|r| r.steps).sum::<usize>() + rest;
+    KChoiceRow {
+        run: matrix.name.clone(),
+        backbone: backbone.to_string(),
+        row_norm_mean: probe.norm_rule.row_norm_mean,
+        exact_k: probe.norm_rule.exact_k,
+        reference_row_norm: probe.norm_rule.reference_row_norm,
+        grid,
+        best_k,
+        rule_k: probe.norm_rule.k,
+        probe_k: probe.chosen_k,
+        probe_runs: probe_steps as f64 / probe.full_steps.max(1) as f64,
+    }
 }
 
 fn mean_score(matrix: &MatrixResults, metrics: &crate::results::CellMetrics) -> Option<f64> {
@@ -162,18 +171,26 @@ pub fn summarise(rows: &[KChoiceRow]) -> Vec<Summary> {
         .collect()
 }
 
-/// Writes `k-choice.md`, `k-choice.csv` and the figure for the runs in `results`; refuses
+/// The rows of every run, what they sum up to and what was left out.
+#[derive(Clone, Debug, PartialEq)]
+pub struct KChoice {
+    pub rows: Vec<KChoiceRow>,
+    pub summary: Vec<Summary>,
+    pub left_out: Vec<String>,
+}
+
+/// The choice of k over `runs` (one matrix under several seeds); refuses
 /// (`ReportError::Nothing`) when no backbone of any run has a row, rather than a table of zeros.
-pub fn write_k_choice(results: &[PathBuf], out: &Path) -> Result<Vec<PathBuf>> {
+pub fn choose(runs: &[MatrixResults]) -> Result<KChoice> {
     let mut all = Vec::new();
     let mut left_out = Vec::new();
-    for dir in results {
-        let (rows, missing) = rows(&MatrixResults::read(dir)?)?;
+    for run in runs {
+        let (rows, missing) = rows(run)?;
         all.extend(rows);
         left_out.extend(missing);
     }
     if all.is_empty() {
-        let dirs: Vec<String> = results.iter().map(|r| r.display().to_string()).collect();
+        let dirs: Vec<String> = runs.iter().map(|r| r.dir.display().to_string()).collect();
         let mut why = format!(
             "no backbone has both a finished probe (`lsr matrix probe`) and a fully evaluated \
              grid (`lsr matrix run`) in {}",
@@ -187,16 +204,20 @@ pub fn write_k_choice(results: &[PathBuf], out: &Path) -> Result<Vec<PathBuf>> {
             why,
         });
     }
-    let summary = summarise(&all);
-    let mut written = vec![
-        write_bytes(
-            &out.join("k-choice.md"),
-            markdown(&all, &summary, &left_out).as_bytes(),
-        )?,
-        write_csv(&out.join("k-choice.csv"), frame(&all))?,
-    ];
-    written.extend(crate::plots::k_choice(&all, out)?);
-    Ok(written)
+    Ok(KChoice {
+        summary: summarise(&all),
+        rows: all,
+        left_out,
+    })
+}
+
+/// Writes `k-choice.md` and `k-choice.csv` of `choice` into `out`.
+pub fn write_tables(choice: &KChoice, out: &Path) -> Result<Vec<PathBuf>> {
+    let md = markdown(&choice.rows, &choice.summary, &choice.left_out);
+    Ok(vec![
+        write_bytes(&out.join("k-choice.md"), md.as_bytes())?,
+        write_csv(&out.join("k-choice.csv"), frame(&choice.rows))?,
+    ])
 }
 
 fn markdown(rows: &[KChoiceRow], summary: &[Summary], left_out: &[String]) -> String {

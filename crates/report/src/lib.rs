@@ -15,7 +15,7 @@ pub mod table;
 pub use error::{ReportError, Result};
 pub use results::MatrixResults;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// What `write_report` produces.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -28,7 +28,7 @@ pub enum Part {
 }
 
 /// Writes the asked parts of the report of `results` into `out`; returns the files written.
-pub fn write_report(results: &Path, out: &Path, parts: &[Part]) -> Result<Vec<std::path::PathBuf>> {
+pub fn write_report(results: &Path, out: &Path, parts: &[Part]) -> Result<Vec<PathBuf>> {
     let matrix = MatrixResults::read(results)?;
     std::fs::create_dir_all(out).map_err(|e| ReportError::io(out, e))?;
     let mut written = Vec::new();
@@ -40,10 +40,27 @@ pub fn write_report(results: &Path, out: &Path, parts: &[Part]) -> Result<Vec<st
                 written.extend(plots::validation_curves(&matrix, out)?);
             }
             Part::Tradeoff => written.extend(plots::tradeoff(&matrix, out)?),
-            Part::KChoice => {
-                written.extend(kchoice::write_k_choice(&[results.to_path_buf()], out)?)
-            }
+            Part::KChoice => written.extend(k_choice_files(std::slice::from_ref(&matrix), out)?),
         }
     }
+    Ok(written)
+}
+
+/// Writes `k-choice.md`, `k-choice.csv` and the figure of the runs in `results` (one matrix
+/// under several seeds), each read once; refuses (`ReportError::Nothing`) when no backbone of
+/// any run has a row.
+pub fn write_k_choice(results: &[PathBuf], out: &Path) -> Result<Vec<PathBuf>> {
+    let runs: Vec<MatrixResults> = results
+        .iter()
+        .map(|dir| MatrixResults::read(dir))
+        .collect::<Result<_>>()?;
+    k_choice_files(&runs, out)
+}
+
+/// The choice of k over `runs`: its tables, then its figure from the same rows.
+fn k_choice_files(runs: &[MatrixResults], out: &Path) -> Result<Vec<PathBuf>> {
+    let choice = kchoice::choose(runs)?;
+    let mut written = kchoice::write_tables(&choice, out)?;
+    written.extend(plots::k_choice(&choice.rows, out)?);
     Ok(written)
 }

@@ -18,8 +18,8 @@ use crate::family::{Dims, Encoder, EncoderModel, Family, ModelConfig, registered
 use crate::error::{BackboneError, Result};
 use crate::head::{HeadNames, HeadShape, MlmHead};
 use crate::layers::{
-    ActivatedHalf, Activation, Dropout, Rope, gated_mlp, leading_rows, padding_bias,
-    rotary_attention,
+    ActivatedHalf, Activation, Dropout, Rope, RotaryAttention, gated_mlp, leading_rows,
+    padding_bias,
 };
 use crate::miniature::{HEADS, HIDDEN, INTERMEDIATE, LAYERS, POSITIONS};
 use crate::precision::residual;
@@ -168,6 +168,15 @@ pub struct GteLayer {
     pub up_gate_proj: Linear,
     pub down_proj: Linear,
     pub mlp_ln: LayerNorm,
+    #[module(skip)]
+    pub heads: usize,
+    #[module(skip)]
+    pub activation: Activation,
+    /// After the attention output, inside and after the MLP.
+    #[module(skip)]
+    pub hidden_dropout: Dropout,
+    #[module(skip)]
+    pub attention_dropout: Dropout,
 }
 
 #[derive(Module, Debug)]
@@ -176,19 +185,16 @@ pub struct Gte {
     pub token_type_embeddings: Option<Embedding>,
     pub embeddings_norm: LayerNorm,
     pub layers: Vec<GteLayer>,
+    /// For the head dimension of the RoPE tables.
     #[module(skip)]
     pub heads: usize,
-    #[module(skip)]
-    pub activation: Activation,
     #[module(skip)]
     pub rope_theta: f64,
     #[module(skip)]
     pub ntk_factor: Option<f64>,
-    /// After the embeddings' LayerNorm, the attention output, inside and after the MLP.
+    /// After the embeddings' LayerNorm (the layers hold their own).
     #[module(skip)]
     pub hidden_dropout: Dropout,
-    #[module(skip)]
-    pub attention_dropout: Dropout,
 }
 
 impl Gte {
@@ -202,6 +208,11 @@ impl Gte {
         };
         let (h, i, eps) = (c.hidden_size, c.intermediate_size, c.layer_norm_eps);
         let activation = Activation::from_hf(&c.hidden_act, path, "hidden_act")?;
+        let hidden_dropout = config.dropout("hidden_dropout_prob", c.hidden_dropout_prob)?;
+        let attention_dropout = config.dropout(
+            "attention_probs_dropout_prob",
+            c.attention_probs_dropout_prob,
+        )?;
         let load_layer = |l: usize| -> Result<GteLayer> {
             let w = e.pp(&format!("encoder.layer.{l}"));
             Ok(GteLayer {
@@ -211,6 +222,10 @@ impl Gte {
                 up_gate_proj: w.linear("mlp.up_gate_proj", h, 2 * i, false)?,
                 down_proj: w.linear("mlp.down_proj", i, h, true)?,
                 mlp_ln: w.layer_norm("mlp_ln", h, eps, true)?,
+                heads: c.num_attention_heads,
+                activation,
+                hidden_dropout,
+                attention_dropout,
             })
         };
         let encoder = Self {
@@ -229,14 +244,9 @@ impl Gte {
                 .map(load_layer)
                 .collect::<Result<_>>()?,
             heads: c.num_attention_heads,
-            activation,
             rope_theta: c.theta(),
             ntk_factor,
-            hidden_dropout: config.dropout("hidden_dropout_prob", c.hidden_dropout_prob)?,
-            attention_dropout: config.dropout(
-                "attention_probs_dropout_prob",
-                c.attention_probs_dropout_prob,
-            )?,
+            hidden_dropout,
         };
         let head = MlmHead::load(
             w,
@@ -250,38 +260,29 @@ impl Gte {
 impl GteLayer {
     /// Post-LN: `a = LN(x + drop(Attn(x)))`, `x = LN(a + drop(MLP(a)))`, on the f32 residual
     /// stream.
-    fn forward(
-        &self,
-        x: Tensor<3>,
-        gte: &Gte,
-        rope: &Rope,
-        bias: Tensor<4>,
-        dtype: DType,
-    ) -> Tensor<3> {
-        let attention = rotary_attention(
-            &self.qkv_proj,
-            &self.o_proj,
-            x.clone(),
-            gte.heads,
-            rope,
-            bias,
-            gte.attention_dropout,
+    fn forward(&self, x: Tensor<3>, rope: &Rope, bias: Tensor<4>, dtype: DType) -> Tensor<3> {
+        let attention = RotaryAttention {
+            qkv: &self.qkv_proj,
+            out: &self.o_proj,
+            heads: self.heads,
+            dropout: self.attention_dropout,
             dtype,
-        );
+        }
+        .forward(x.clone(), rope, bias);
         let x = self
             .attn_ln
-            .forward(residual(x, gte.hidden_dropout.forward(attention)));
+            .forward(residual(x, self.hidden_dropout.forward(attention)));
         let mlp = gated_mlp(
             &self.up_gate_proj,
             &self.down_proj,
             x.clone(),
-            gte.activation,
+            self.activation,
             ActivatedHalf::Second,
-            gte.hidden_dropout,
+            self.hidden_dropout,
             dtype,
         );
         self.mlp_ln
-            .forward(residual(x, gte.hidden_dropout.forward(mlp)))
+            .forward(residual(x, self.hidden_dropout.forward(mlp)))
     }
 }
 
@@ -298,9 +299,9 @@ impl EncoderModel for Gte {
         let head_dim = x.dims()[2] / self.heads;
         let rope = Rope::new(len, head_dim, self.rope_theta, self.ntk_factor, &device);
         let bias = padding_bias(mask);
-        self.layers.iter().fold(x, |x, layer| {
-            layer.forward(x, self, &rope, bias.clone(), dtype)
-        })
+        self.layers
+            .iter()
+            .fold(x, |x, layer| layer.forward(x, &rope, bias.clone(), dtype))
     }
 
     fn word_embeddings(&self) -> &Embedding {

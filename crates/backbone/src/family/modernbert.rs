@@ -24,7 +24,7 @@ use crate::family::{Dims, Encoder, EncoderModel, Family, ModelConfig, registered
 use crate::error::{BackboneError, Result};
 use crate::head::{HeadNames, HeadShape, MlmHead};
 use crate::layers::{
-    ActivatedHalf, Activation, Dropout, Rope, gated_mlp, padding_bias, rotary_attention,
+    ActivatedHalf, Activation, Dropout, Rope, RotaryAttention, gated_mlp, padding_bias,
     sliding_window_bias,
 };
 use crate::miniature::{HEADS, HIDDEN, INTERMEDIATE, LAYERS, POSITIONS};
@@ -220,6 +220,12 @@ pub struct ModernBertLayer {
     pub mlp_out: Linear,
     #[module(skip)]
     pub sliding: bool,
+    #[module(skip)]
+    pub heads: usize,
+    #[module(skip)]
+    pub activation: Activation,
+    #[module(skip)]
+    pub dropout: ModernBertDropout,
 }
 
 #[derive(Module, Debug)]
@@ -228,6 +234,7 @@ pub struct ModernBert {
     pub embeddings_norm: LayerNorm,
     pub layers: Vec<ModernBertLayer>,
     pub final_norm: LayerNorm,
+    /// For the head dimension of the RoPE tables.
     #[module(skip)]
     pub heads: usize,
     #[module(skip)]
@@ -236,17 +243,15 @@ pub struct ModernBert {
     pub global_rope_theta: f64,
     #[module(skip)]
     pub local_rope_theta: f64,
+    /// After the embeddings' norm.
     #[module(skip)]
-    pub activation: Activation,
-    #[module(skip)]
-    pub dropout: ModernBertDropout,
+    pub embedding_dropout: Dropout,
 }
 
-/// Where ModernBERT drops in training: after the embeddings' norm, on the attention
-/// probabilities and after `Wo` (both `attention_dropout`), inside the GLU before `mlp.Wo`.
+/// Where a ModernBERT layer drops in training: on the attention probabilities and after `Wo`
+/// (both `attention_dropout`), inside the GLU before `mlp.Wo`.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ModernBertDropout {
-    pub embedding: Dropout,
     pub attention: Dropout,
     pub mlp: Dropout,
 }
@@ -263,43 +268,46 @@ impl ModernBert {
         let eps = c.norm_eps.or(c.layer_norm_eps).ok_or_else(|| {
             BackboneError::config(path, "missing field `norm_eps` (or `layer_norm_eps`)")
         })?;
-        let (h, i, nb) = (c.hidden_size, c.intermediate_size, c.norm_bias);
-        let (ab, mb) = (c.attention_bias, c.mlp_bias);
+        let (h, i) = (c.hidden_size, c.intermediate_size);
+        let (norm_bias, attention_bias, mlp_bias) = (c.norm_bias, c.attention_bias, c.mlp_bias);
+        let activation = Activation::from_hf(&c.hidden_activation, path, "hidden_activation")?;
+        let dropout = ModernBertDropout {
+            attention: config.dropout("attention_dropout", c.attention_dropout)?,
+            mlp: config.dropout("mlp_dropout", c.mlp_dropout)?,
+        };
         let load_layer = |(l, &sliding): (usize, &bool)| {
             let w = e.pp(&format!("layers.{l}"));
             Ok(ModernBertLayer {
                 attn_norm: if l == 0 {
                     None
                 } else {
-                    Some(w.layer_norm("attn_norm", h, eps, nb)?)
+                    Some(w.layer_norm("attn_norm", h, eps, norm_bias)?)
                 },
-                wqkv: w.linear("attn.Wqkv", h, 3 * h, ab)?,
-                attn_out: w.linear("attn.Wo", h, h, ab)?,
-                mlp_norm: w.layer_norm("mlp_norm", h, eps, nb)?,
-                mlp_in: w.linear("mlp.Wi", h, 2 * i, mb)?,
-                mlp_out: w.linear("mlp.Wo", i, h, mb)?,
+                wqkv: w.linear("attn.Wqkv", h, 3 * h, attention_bias)?,
+                attn_out: w.linear("attn.Wo", h, h, attention_bias)?,
+                mlp_norm: w.layer_norm("mlp_norm", h, eps, norm_bias)?,
+                mlp_in: w.linear("mlp.Wi", h, 2 * i, mlp_bias)?,
+                mlp_out: w.linear("mlp.Wo", i, h, mlp_bias)?,
                 sliding,
+                heads: c.num_attention_heads,
+                activation,
+                dropout,
             })
         };
         let encoder = Self {
             tok_embeddings: e.embedding("embeddings.tok_embeddings.weight", c.vocab_size, h)?,
-            embeddings_norm: e.layer_norm("embeddings.norm", h, eps, nb)?,
+            embeddings_norm: e.layer_norm("embeddings.norm", h, eps, norm_bias)?,
             layers: sliding_layers
                 .iter()
                 .enumerate()
                 .map(load_layer)
                 .collect::<Result<_>>()?,
-            final_norm: e.layer_norm("final_norm", h, eps, nb)?,
+            final_norm: e.layer_norm("final_norm", h, eps, norm_bias)?,
             heads: c.num_attention_heads,
             half_window: c.local_attention / 2,
             global_rope_theta,
             local_rope_theta,
-            activation: Activation::from_hf(&c.hidden_activation, path, "hidden_activation")?,
-            dropout: ModernBertDropout {
-                embedding: config.dropout("embedding_dropout", c.embedding_dropout)?,
-                attention: config.dropout("attention_dropout", c.attention_dropout)?,
-                mlp: config.dropout("mlp_dropout", c.mlp_dropout)?,
-            },
+            embedding_dropout: config.dropout("embedding_dropout", c.embedding_dropout)?,
         };
         let head = MlmHead::load(
             w,
@@ -315,7 +323,7 @@ impl ModernBert {
                     "classifier_activation",
                 )?,
                 dense_bias: c.classifier_bias,
-                norm_bias: nb,
+                norm_bias,
                 vocab_bias: c.decoder_bias,
                 tied: c.tie_word_embeddings,
             },
@@ -327,35 +335,27 @@ impl ModernBert {
 impl ModernBertLayer {
     /// Pre-LN: `x += Attn(norm(x))`, `x += MLP(norm(x))`, on the f32 residual stream, with the
     /// RoPE and mask of the layer's kind (global or sliding window).
-    fn forward(
-        &self,
-        x: Tensor<3>,
-        model: &ModernBert,
-        (rope, bias): (&Rope, Tensor<4>),
-        dtype: DType,
-    ) -> Tensor<3> {
+    fn forward(&self, x: Tensor<3>, rope: &Rope, bias: Tensor<4>, dtype: DType) -> Tensor<3> {
         let normed = match &self.attn_norm {
             Some(norm) => norm.forward(x.clone()),
             None => x.clone(),
         };
-        let attention = rotary_attention(
-            &self.wqkv,
-            &self.attn_out,
-            normed,
-            model.heads,
-            rope,
-            bias,
-            model.dropout.attention,
+        let attention = RotaryAttention {
+            qkv: &self.wqkv,
+            out: &self.attn_out,
+            heads: self.heads,
+            dropout: self.dropout.attention,
             dtype,
-        );
-        let x = residual(x, model.dropout.attention.forward(attention));
+        }
+        .forward(normed, rope, bias);
+        let x = residual(x, self.dropout.attention.forward(attention));
         let mlp = gated_mlp(
             &self.mlp_in,
             &self.mlp_out,
             self.mlp_norm.forward(x.clone()),
-            model.activation,
+            self.activation,
             ActivatedHalf::First,
-            model.dropout.mlp,
+            self.dropout.mlp,
             dtype,
         );
         residual(x, mlp)
@@ -371,19 +371,19 @@ impl EncoderModel for ModernBert {
         let x = self
             .embeddings_norm
             .forward(self.tok_embeddings.forward(ids));
-        let x = self.dropout.embedding.forward(x);
+        let x = self.embedding_dropout.forward(x);
         let head_dim = x.dims()[2] / self.heads;
         let global_bias = padding_bias(mask);
         let local_bias = global_bias.clone() + sliding_window_bias(len, self.half_window, &device);
         let global_rope = Rope::new(len, head_dim, self.global_rope_theta, None, &device);
         let local_rope = Rope::new(len, head_dim, self.local_rope_theta, None, &device);
         let x = self.layers.iter().fold(x, |x, layer| {
-            let kind = if layer.sliding {
+            let (rope, bias) = if layer.sliding {
                 (&local_rope, local_bias.clone())
             } else {
                 (&global_rope, global_bias.clone())
             };
-            layer.forward(x, self, kind, dtype)
+            layer.forward(x, rope, bias, dtype)
         });
         self.final_norm.forward(x)
     }
