@@ -12,15 +12,9 @@ use serde::{Deserialize, Serialize};
 use sha2::Sha256;
 
 use crate::error::{DataError, Result};
+use crate::registry::Pinned;
 
 pub const INSTALLED: &str = ".lsr-installed.json";
-
-/// What a publisher records of a file.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Pinned {
-    pub md5: String,
-    pub size: Option<u64>,
-}
 
 /// The pinned digest of `url`, if a registered data set downloads it.
 pub fn pinned(url: &str) -> Option<Pinned> {
@@ -187,7 +181,7 @@ mod tests {
             "trec-dl-2020",
             "beir-13",
             "nanobeir-13",
-            crate::fetch::MSMARCO_TRAIN,
+            crate::registry::MSMARCO_TRAIN,
         ] {
             for download in crate::fetch::plan(name).unwrap() {
                 let url = download.origin();

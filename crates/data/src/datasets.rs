@@ -16,18 +16,8 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use crate::error::{DataError, Result};
-use crate::registry::{self, DataSet};
+use crate::registry::{self, CorpusFormat, DataSet};
 use crate::trec::{Qrels, Run, for_each_line};
-
-#[derive(Clone, Debug, PartialEq)]
-pub enum CorpusFormat {
-    /// `id<TAB>text` (MS MARCO).
-    Tsv,
-    /// `{"_id", "title", "text"}` per line (BEIR).
-    Jsonl,
-    /// Columns `_id`, `text` (NanoBEIR); qrels `query-id`, `corpus-id`.
-    Parquet,
-}
 
 /// A data set's files and evaluation conventions.
 #[derive(Clone, Debug)]

@@ -7,71 +7,10 @@
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
-use crate::checksums::{self, Digests, Hashing, Installed, Pinned};
+use crate::checksums::{self, Digests, Hashing, Installed};
 use crate::datasets::Dataset;
 use crate::error::{DataError, Result};
-use crate::registry;
-
-/// How a downloaded file becomes files under the data root (destinations relative to it).
-#[derive(Clone, Debug)]
-pub enum Payload {
-    /// Members of a `.tar.gz`, matched by path suffix, and where each goes.
-    TarGz(Vec<(String, PathBuf)>),
-    /// Members of a `.zip`, matched by path suffix, and where each goes.
-    Zip(Vec<(String, PathBuf)>),
-    /// The download is the file.
-    File(PathBuf),
-}
-
-/// One download of a data set, with the digest its publisher records (`None`: none is, and
-/// the download is refused).
-#[derive(Clone, Debug)]
-pub enum Download {
-    Url {
-        url: String,
-        payload: Payload,
-        pinned: Option<Pinned>,
-    },
-    /// A file of a Hugging Face dataset repository, through the hub cache.
-    HubDataset {
-        repo: String,
-        file: String,
-        dest: PathBuf,
-        pinned: Option<Pinned>,
-    },
-}
-
-impl Download {
-    /// Files (relative to the data root) this download provides.
-    pub fn destinations(&self) -> Vec<&Path> {
-        match self {
-            Self::Url { payload, .. } => match payload {
-                Payload::TarGz(m) | Payload::Zip(m) => m.iter().map(|(_, d)| d.as_path()).collect(),
-                Payload::File(d) => vec![d.as_path()],
-            },
-            Self::HubDataset { dest, .. } => vec![dest.as_path()],
-        }
-    }
-
-    pub fn origin(&self) -> String {
-        match self {
-            Self::Url { url, .. } => url.clone(),
-            Self::HubDataset { repo, file, .. } => {
-                format!("https://huggingface.co/datasets/{repo}/resolve/main/{file}")
-            }
-        }
-    }
-
-    pub fn pinned(&self) -> Option<&Pinned> {
-        match self {
-            Self::Url { pinned, .. } | Self::HubDataset { pinned, .. } => pinned.as_ref(),
-        }
-    }
-}
-
-/// The training data `lsr data fetch` also installs: MS MARCO's `triples.train.small.tsv`
-/// (query, positive, BM25 negative), which `table1.toml` trains on.
-pub const MSMARCO_TRAIN: &str = "msmarco-train";
+use crate::registry::{self, Download, MSMARCO_TRAIN, Payload, Pinned};
 
 /// The downloads a data set (or group, or [`MSMARCO_TRAIN`]) needs.
 pub fn plan(name: &str) -> Result<Vec<Download>> {

@@ -19,13 +19,10 @@
 //! source records their sizes or sha256 (the hub's LFS ids), so a repository that has changed
 //! since is refused with both digests named.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::LazyLock;
 
-use crate::checksums::Pinned;
-use crate::datasets::CorpusFormat;
 use crate::error::{DataError, Result};
-use crate::fetch::{Download, MSMARCO_TRAIN, Payload};
 
 /// One data set: everything lsr asks of it.
 #[derive(Clone, Debug)]
@@ -83,6 +80,84 @@ pub struct Collection {
     /// BEIR's layout copied by hand, the miniature's `beir/synth-a`): no pinned download, no
     /// published query count.
     pub unregistered: Option<fn(&str) -> DataSet>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum CorpusFormat {
+    /// `id<TAB>text` (MS MARCO).
+    Tsv,
+    /// `{"_id", "title", "text"}` per line (BEIR).
+    Jsonl,
+    /// Columns `_id`, `text` (NanoBEIR); qrels `query-id`, `corpus-id`.
+    Parquet,
+}
+
+/// How a downloaded file becomes files under the data root (destinations relative to it).
+#[derive(Clone, Debug)]
+pub enum Payload {
+    /// Members of a `.tar.gz`, matched by path suffix, and where each goes.
+    TarGz(Vec<(String, PathBuf)>),
+    /// Members of a `.zip`, matched by path suffix, and where each goes.
+    Zip(Vec<(String, PathBuf)>),
+    /// The download is the file.
+    File(PathBuf),
+}
+
+/// One download of a data set, with the digest its publisher records (`None`: none is, and
+/// the download is refused).
+#[derive(Clone, Debug)]
+pub enum Download {
+    Url {
+        url: String,
+        payload: Payload,
+        pinned: Option<Pinned>,
+    },
+    /// A file of a Hugging Face dataset repository, through the hub cache.
+    HubDataset {
+        repo: String,
+        file: String,
+        dest: PathBuf,
+        pinned: Option<Pinned>,
+    },
+}
+
+impl Download {
+    /// Files (relative to the data root) this download provides.
+    pub fn destinations(&self) -> Vec<&Path> {
+        match self {
+            Self::Url { payload, .. } => match payload {
+                Payload::TarGz(m) | Payload::Zip(m) => m.iter().map(|(_, d)| d.as_path()).collect(),
+                Payload::File(d) => vec![d.as_path()],
+            },
+            Self::HubDataset { dest, .. } => vec![dest.as_path()],
+        }
+    }
+
+    pub fn origin(&self) -> String {
+        match self {
+            Self::Url { url, .. } => url.clone(),
+            Self::HubDataset { repo, file, .. } => {
+                format!("https://huggingface.co/datasets/{repo}/resolve/main/{file}")
+            }
+        }
+    }
+
+    pub fn pinned(&self) -> Option<&Pinned> {
+        match self {
+            Self::Url { pinned, .. } | Self::HubDataset { pinned, .. } => pinned.as_ref(),
+        }
+    }
+}
+
+/// The training data `lsr data fetch` also installs: MS MARCO's `triples.train.small.tsv`
+/// (query, positive, BM25 negative), which `table1.toml` trains on.
+pub const MSMARCO_TRAIN: &str = "msmarco-train";
+
+/// What a publisher records of a file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Pinned {
+    pub md5: String,
+    pub size: Option<u64>,
 }
 
 const MSMARCO: &str = "https://msmarco.z22.web.core.windows.net/msmarcoranking";

@@ -429,7 +429,7 @@ fn lines_of(path: &Path) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use lsr_data::Run;
-    use lsr_data::datasets::CorpusFormat;
+    use lsr_data::registry::CorpusFormat;
 
     use super::*;
 

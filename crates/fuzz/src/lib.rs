@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use burn::prelude::Device;
 use lsr_backbone::{MaskedLm, ModelConfig, TextTokenizer, Weights};
-use lsr_data::datasets::CorpusFormat;
+use lsr_data::registry::CorpusFormat;
 use lsr_data::{DataError, Dataset, Qrels, Run};
 use lsr_matrix::Matrix;
 use lsr_train::{DataConfig, TrainConfig, data::TripleSource};
