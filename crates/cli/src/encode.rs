@@ -61,6 +61,11 @@ pub fn run(args: EncodeArgs) -> Result<()> {
         bail!("nothing to encode: pass --text or --input");
     }
     let encoder = args.model.encoder(args.max_length)?;
+    let used = encoder.backbone.tokenizer.max_length();
+    if used < args.max_length {
+        // As evaluation does: the model's positions cap the length, and the log says so.
+        tracing::info!("the model takes at most {used} tokens: texts are cut at {used}");
+    }
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     let vocabulary = Vocabulary::of_encoder(&encoder).fingerprint();

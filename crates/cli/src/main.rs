@@ -74,9 +74,14 @@ enum Command {
     Bench(bench::BenchCommand),
 }
 
+/// Whether `NO_COLOR` is set to something: then no output is coloured, whatever stderr is.
+fn no_color() -> bool {
+    std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty())
+}
+
 /// The log levels without `RUST_LOG` (docs/commands.md, "Logs").
 const DEFAULT_LOG: &str =
-    "warn,lsr_backbone::device=info,lsr_train=info,lsr_eval=info,lsr_matrix=info";
+    "warn,lsr=info,lsr_backbone::device=info,lsr_train=info,lsr_eval=info,lsr_matrix=info";
 
 fn main() -> ExitCode {
     // SAFETY: first statements of `main`, before any thread exists.
@@ -94,13 +99,16 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_LOG)),
         )
         .with_writer(std::io::stderr)
-        // Colours only for a terminal: a pipe or a Slurm log gets plain lines.
-        .with_ansi(std::io::stderr().is_terminal())
+        // Colours only for a terminal, and not where NO_COLOR asks for none (no-color.org): a
+        // pipe or a Slurm log gets plain lines.
+        .with_ansi(std::io::stderr().is_terminal() && !no_color())
         .finish()
         // A GPU backend that cannot start logs the reason while lsr probes it; the probe's
         // error (or the log line naming the device picked instead) already says it.
         .with(tracing_subscriber::filter::filter_fn(|meta| {
-            !(lsr_backbone::device::probing() && meta.target().starts_with("cubecl"))
+            let backend = ["cubecl", "wgpu_hal", "wgpu_core"];
+            !(lsr_backbone::device::probing()
+                && backend.iter().any(|t| meta.target().starts_with(t)))
         }))
         .init();
     lsr_files::set_built_from(built_from());

@@ -365,6 +365,29 @@ fn a_report_of_a_matrix_not_run_yet_says_so_and_names_a_command_that_exists() {
     );
 }
 
+/// `lsr encode --max-length` beyond the model's positions is capped as evaluation caps it,
+/// and says so.
+#[test]
+fn encode_caps_its_max_length_at_the_models_positions_and_says_so() {
+    let out = lsr()
+        .args([
+            "encode",
+            "--device",
+            "flex",
+            "--max-length",
+            "1000000",
+            "--text",
+            "paris",
+        ])
+        .arg("--checkpoint")
+        .arg(fixture("bert"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("the model takes at most"), "{stderr}");
+}
+
 /// Renamed commands: `lsr evaluate` (now `trec-eval`, beside `lsr eval`) is refused with both
 /// names; `data synth` and `data miniatures` still run as aliases of their new names.
 #[test]
