@@ -10,9 +10,9 @@ use std::path::{Path, PathBuf};
 use crate::checksums::{self, Digests, Hashing, Installed};
 use crate::datasets::Dataset;
 use crate::error::{DataError, Result};
-use crate::registry::{self, Download, MSMARCO_TRAIN, Payload, Pinned};
+use crate::registry::{self, Download, Payload};
 
-/// The downloads a data set (or group, or [`MSMARCO_TRAIN`]) needs.
+/// The downloads a data set (or group, or `registry::MSMARCO_TRAIN`) needs.
 pub fn plan(name: &str) -> Result<Vec<Download>> {
     Ok(registry::fetched(name)?
         .into_iter()
