@@ -31,7 +31,7 @@ pub use provenance::{BuiltFrom, built_from, set_built_from};
 pub use results::{
     CellEntry, CellMetrics, DatasetSummary, MatrixSummary, PaperResult, Sparsity, TrainCsv,
 };
-pub use status::{RunStatus, StatusFile};
+pub use status::{CollapseRule, RunStatus, StatusFile};
 
 use std::path::{Path, PathBuf};
 

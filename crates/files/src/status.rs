@@ -21,6 +21,19 @@ pub enum RunStatus {
     Failed,
 }
 
+/// Which rule ended a collapsed run.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum CollapseRule {
+    /// The training batches: a non-finite loss or gradient, or documents without any term for
+    /// `recipe.collapse_patience` consecutive steps. A status without a rule is this one, the
+    /// only rule before validation had its own.
+    Training,
+    /// The validation passes: queries or documents without any term in
+    /// `validation.collapse_passes` consecutive passes (the collapse is at the first of them).
+    Validation,
+}
+
 /// `status.json`.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct StatusFile {
@@ -30,6 +43,9 @@ pub struct StatusFile {
     pub steps: usize,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// For a collapsed run, the rule that ended it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub collapse_rule: Option<CollapseRule>,
     /// The trained model as an HF checkpoint (head already rescaled: evaluate it with k = 1);
     /// for a collapsed run, the model at the collapse (none if its weights are not finite).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{ReportError, Result};
 pub use lsr_files::{CellMetrics, DatasetSummary, PaperResult};
-use lsr_files::{CellState, MatrixSummary, TrainCsv, cell_state};
+use lsr_files::{CellState, CollapseRule, MatrixSummary, StatusFile, TrainCsv, cell_state};
 
 /// Training log columns used by the plots.
 #[derive(Clone, Debug, Default)]
@@ -25,6 +25,22 @@ pub struct CellResult {
     pub state: CellState,
     pub metrics: Option<CellMetrics>,
     pub log: Option<LossLog>,
+    /// For a collapsed cell, the rule that ended its training (`status.json`).
+    pub collapse_rule: Option<CollapseRule>,
+}
+
+impl CellResult {
+    /// The state as the tables print it: a collapse with the rule that fired (training, for a
+    /// status written before validation had its own rule).
+    pub fn status_text(&self) -> String {
+        match (self.state, self.collapse_rule) {
+            (CellState::Collapsed, Some(CollapseRule::Validation)) => {
+                "collapsed (validation)".into()
+            }
+            (CellState::Collapsed, _) => "collapsed (training)".into(),
+            (state, _) => state.to_string(),
+        }
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -60,6 +76,7 @@ impl MatrixResults {
             cells.push(CellResult {
                 state: cell_state(&cell_dir)?,
                 metrics: CellMetrics::read(&cell_dir)?,
+                collapse_rule: StatusFile::read(&cell_dir)?.and_then(|s| s.collapse_rule),
                 id: entry.id,
                 backbone: entry.backbone,
                 k: entry.k,

@@ -138,8 +138,8 @@ fn table1_text(matrix: &MatrixResults, columns: &[TableColumn]) -> (String, Stri
                 tex.push_str(&format!(" & {text}"));
             }
         }
-        md.push_str(&format!(" {} |\n", cell.state));
-        tex.push_str(&format!(" & {} \\\\\n", cell.state));
+        md.push_str(&format!(" {} |\n", cell.status_text()));
+        tex.push_str(&format!(" & {} \\\\\n", cell.status_text()));
     }
     tex.push_str("\\bottomrule\n\\end{tabular}\n");
     md.push_str(

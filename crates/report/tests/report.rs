@@ -80,7 +80,7 @@ fn table_rows_mark_the_best_k_and_show_collapsed_and_paper_values() {
     );
     assert_eq!(
         lines[3],
-        "| modernbert | 4 | – | – | – | – | – | – | collapsed |"
+        "| modernbert | 4 | – | – | – | – | – | – | collapsed (training) |"
     );
     assert_eq!(
         lines[4],

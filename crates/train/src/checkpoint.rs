@@ -29,6 +29,16 @@ pub struct RunState {
     /// The best validation pass so far.
     #[serde(default)]
     pub best_validation: Option<crate::validation::BestValidation>,
+    /// The consecutive validation passes so far without any term (for collapse detection).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dead_validation: Option<DeadPasses>,
+}
+
+/// Consecutive validation passes whose queries or documents had no term: since which step.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct DeadPasses {
+    pub from_step: usize,
+    pub passes: usize,
 }
 
 const MODEL: &str = "model.bpk";

@@ -14,15 +14,15 @@ use lsr_backbone::{Backbone, parse_device};
 use lsr_files::lock::TRAIN_LOCK;
 use lsr_files::status::BestStep;
 use lsr_files::status::STATUS;
-use lsr_files::{OutputLock, RunStatus, StatusFile};
+use lsr_files::{CollapseRule, OutputLock, RunStatus, StatusFile};
 
-use crate::checkpoint::{self, RunState};
+use crate::checkpoint::{self, DeadPasses, RunState};
 use crate::config::TrainConfig;
 use crate::data::{BatchPlan, Batches, TrainBatch, TripleSource};
 use crate::error::{Result, TrainError};
 use crate::log::TrainLog;
 use crate::trainer::{StepMetrics, Trainer, weights_finite};
-use crate::validation::{BestValidation, Validator};
+use crate::validation::{BestValidation, ValidationScores, Validator};
 
 /// How a run ended (errors aside).
 #[derive(Clone, Debug, PartialEq)]
@@ -203,6 +203,7 @@ impl<'a> Run<'a> {
             step: state.step,
             steps: recipe.steps,
             reason: None,
+            collapse_rule: None,
             model: None,
             warning: previous.and_then(|p| p.warning),
             best_validation,
@@ -245,11 +246,20 @@ impl<'a> Run<'a> {
         self.state.step = metrics.step;
         self.state.next_micro_batch += recipe.accumulation as u64;
         self.watch_density(&mut metrics)?;
-        let collapse = collapse(&metrics, &mut self.state, recipe.collapse_patience);
+        let mut collapse = collapse(&metrics, &mut self.state, recipe.collapse_patience)
+            .map(|reason| (CollapseRule::Training, metrics.step, reason));
         let last = metrics.step == recipe.steps;
         if collapse.is_none() {
             let stopping = metrics.step == self.stop_at;
             self.validate(&mut metrics, last || stopping)?;
+            let passes = self
+                .config
+                .validation
+                .as_ref()
+                .map_or(0, |v| v.collapse_passes);
+            let scores = metrics.validation.as_ref();
+            collapse = validation_collapse(scores, metrics.step, &mut self.state, passes)
+                .map(|(step, reason)| (CollapseRule::Validation, step, reason));
         }
         let validated = metrics.validation.is_some();
         if metrics.step.is_multiple_of(recipe.log_every) || collapse.is_some() || last || validated
@@ -257,18 +267,19 @@ impl<'a> Run<'a> {
             self.log.append(&metrics)?;
         }
         self.progress.step(&metrics);
-        if let Some(reason) = collapse {
+        if let Some((rule, step, reason)) = collapse {
             let model = match weights_finite(&self.trainer.model) {
                 true => Some(self.export("model")?),
                 false => None,
             };
             self.status.status = RunStatus::Collapsed;
-            self.status.step = metrics.step;
+            self.status.step = step;
             self.status.reason = Some(reason.clone());
+            self.status.collapse_rule = Some(rule);
             self.status.model = model.clone();
             self.status.write(&self.config.output)?;
             return Ok(Some(Outcome::Collapsed {
-                step: metrics.step,
+                step,
                 reason,
                 model,
             }));
@@ -436,6 +447,35 @@ fn collapse(metrics: &StepMetrics, state: &mut RunState, patience: usize) -> Opt
     })
 }
 
+/// Whether the validation passes end the run: `passes` consecutive ones (0: never) in which the
+/// queries or the documents had no term at all. The collapse is at the first of them; returns
+/// its step and the reason.
+fn validation_collapse(
+    scores: Option<&ValidationScores>,
+    step: usize,
+    state: &mut RunState,
+    passes: usize,
+) -> Option<(usize, String)> {
+    let scores = scores?;
+    if scores.l0_q > 0.0 && scores.l0_d > 0.0 {
+        state.dead_validation = None;
+        return None;
+    }
+    let dead = state.dead_validation.get_or_insert(DeadPasses {
+        from_step: step,
+        passes: 0,
+    });
+    dead.passes += 1;
+    (passes > 0 && dead.passes >= passes).then(|| {
+        let from = dead.from_step;
+        let reason = format!(
+            "validation queries or documents without any term in {passes} consecutive passes, \
+             from step {from} (through step {step})"
+        );
+        (from, reason)
+    })
+}
+
 /// A progress bar with ETA on a terminal; otherwise a tracing line (info, shown by default)
 /// every 1% of the run.
 struct Progress {
@@ -533,5 +573,34 @@ mod tests {
                 .unwrap()
                 .contains("non-finite loss")
         );
+    }
+
+    #[test]
+    fn dead_validation_passes_collapse_at_the_first_of_them_and_a_live_one_resets() {
+        let scores = |l0_q, l0_d| ValidationScores {
+            ndcg_at_10: 0.0,
+            l0_q,
+            l0_d,
+            flops: 0.0,
+        };
+        let mut state = RunState::default();
+        let dead = scores(3.0, 0.0);
+        assert_eq!(validation_collapse(Some(&dead), 50, &mut state, 2), None);
+        assert_eq!(validation_collapse(None, 60, &mut state, 2), None);
+        let live = scores(3.0, 4.0);
+        assert_eq!(validation_collapse(Some(&live), 100, &mut state, 2), None);
+        assert_eq!(state.dead_validation, None);
+        let no_queries = scores(0.0, 4.0);
+        assert_eq!(
+            validation_collapse(Some(&no_queries), 150, &mut state, 2),
+            None
+        );
+        let (step, reason) = validation_collapse(Some(&dead), 200, &mut state, 2).unwrap();
+        assert_eq!(step, 150);
+        assert!(reason.contains("2 consecutive passes") && reason.contains("from step 150"));
+        let mut off = RunState::default();
+        for step in [50, 100, 150] {
+            assert_eq!(validation_collapse(Some(&dead), step, &mut off, 0), None);
+        }
     }
 }

@@ -26,6 +26,15 @@ pub struct ValidationConfig {
     /// Keep the model of the best pass as `<checkpoints>/best` (an HF checkpoint).
     #[serde(default)]
     pub keep_best: bool,
+    /// Consecutive passes whose queries or documents have no term at all that mark the run
+    /// collapsed, at the first of them: training batches keep a few terms under dropout while
+    /// the model in eval mode has none (0: this rule is off).
+    #[serde(default = "default_collapse_passes")]
+    pub collapse_passes: usize,
+}
+
+fn default_collapse_passes() -> usize {
+    3
 }
 
 fn default_max_length() -> usize {

@@ -1,5 +1,6 @@
 //! `losses.png` / `losses.svg`: one panel per backbone, one colour per k, total loss solid and
-//! ranking loss dashed, log y; a collapsed run ends in a cross.
+//! ranking loss dashed, log y; a collapsed run ends in a cross, and its legend entry names the
+//! rule that fired (training or validation).
 
 use std::path::{Path, PathBuf};
 
@@ -148,7 +149,7 @@ fn draw_cell<DB: DrawingBackend>(
     chart
         .draw_series(LineSeries::new(total.clone(), colour_i.stroke_width(2)))
         .map_err(|e| e.to_string())?
-        .label(label(cell.k, collapsed))
+        .label(label(cell))
         .legend(move |(x, y)| {
             PathElement::new(vec![(x, y), (x + 18, y)], colour_i.stroke_width(2))
         });
@@ -168,11 +169,10 @@ fn draw_cell<DB: DrawingBackend>(
     Ok(())
 }
 
-/// A cell's entry in the panel's legend.
-fn label(k: f64, collapsed: bool) -> String {
-    if collapsed {
-        format!("k={k} (collapsed)")
-    } else {
-        format!("k={k}")
+/// A cell's entry in the panel's legend: its k and, if it collapsed, the rule that fired.
+fn label(cell: &CellResult) -> String {
+    match cell.state {
+        CellState::Collapsed => format!("k={} ({})", cell.k, cell.status_text()),
+        _ => format!("k={}", cell.k),
     }
 }

@@ -358,9 +358,68 @@ impl Validator for Scripted {
     fn validate(&mut self, _: lsr_backbone::MaskedLm) -> Result<ValidationScores, String> {
         Ok(ValidationScores {
             ndcg_at_10: self.0.remove(0),
-            ..ValidationScores::default()
+            l0_q: 5.0,
+            l0_d: 20.0,
+            flops: 1.0,
         })
     }
+}
+
+/// Validation passes whose documents have these numbers of terms in turn.
+struct Dying(Vec<f64>);
+
+impl Validator for Dying {
+    fn validate(&mut self, _: lsr_backbone::MaskedLm) -> Result<ValidationScores, String> {
+        Ok(ValidationScores {
+            ndcg_at_10: 0.1,
+            l0_q: 5.0,
+            l0_d: self.0.remove(0),
+            flops: 1.0,
+        })
+    }
+}
+
+fn validation_every(dir: &Path, every: usize, collapse_passes: usize) -> ValidationConfig {
+    ValidationConfig {
+        dataset: "beir/synth-b".into(),
+        data_root: dir.join("data"),
+        every,
+        query_max_length: 16,
+        document_max_length: 32,
+        batch_size: 8,
+        keep_best: false,
+        collapse_passes,
+    }
+}
+
+/// Validation documents without a term in `collapse_passes` consecutive passes collapse the
+/// run at the first of them, though its training batches keep their terms; the status says
+/// which rule fired.
+#[test]
+fn dead_validation_vectors_collapse_the_run_at_the_first_dead_pass() {
+    let _lock = one_run_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let mut cell = config(dir.path(), "bert", 8);
+    cell.validation = Some(validation_every(dir.path(), 2, 2));
+    let mut validator = Dying(vec![20.0, 0.0, 0.0, 20.0]);
+    let outcome = train_validated(&cell, false, Some(&mut validator)).unwrap();
+    let Outcome::Collapsed { step, reason, .. } = outcome else {
+        panic!("expected a collapse, got {outcome:?}")
+    };
+    assert_eq!(step, 4, "{reason}");
+    assert!(reason.contains("2 consecutive passes"), "{reason}");
+    let status = StatusFile::read(dir.path()).unwrap().unwrap();
+    assert_eq!(status.status, RunStatus::Collapsed);
+    assert_eq!(
+        status.collapse_rule,
+        Some(lsr_files::CollapseRule::Validation)
+    );
+    assert_eq!(status.step, 4);
+    assert_eq!(
+        validator.0,
+        [20.0],
+        "the run went on after the second dead pass"
+    );
 }
 
 #[test]
@@ -370,13 +429,8 @@ fn validation_passes_are_logged_and_the_best_one_is_kept() {
     let mut cell = config(dir.path(), "bert", 6);
     cell.recipe.log_every = 100;
     cell.validation = Some(ValidationConfig {
-        dataset: "beir/synth-b".into(),
-        data_root: dir.path().join("data"),
-        every: 2,
-        query_max_length: 16,
-        document_max_length: 32,
-        batch_size: 8,
         keep_best: true,
+        ..validation_every(dir.path(), 2, 3)
     });
     let refused = train(&cell, false).unwrap_err().to_string();
     assert!(refused.contains("needs a validator"), "{refused}");
