@@ -131,7 +131,7 @@ fn figures_are_written_as_png_and_svg() {
     assert!(svg.contains("k = 16") && svg.contains("modernbert") && svg.contains("best k"));
     let losses = std::fs::read_to_string(out.join("losses.svg")).unwrap();
     assert!(
-        losses.contains("k=4 (collapsed)"),
+        losses.contains("k=4, collapsed (training)"),
         "the collapsed run is marked"
     );
 }

@@ -172,7 +172,7 @@ fn draw_cell<DB: DrawingBackend>(
 /// A cell's entry in the panel's legend: its k and, if it collapsed, the rule that fired.
 fn label(cell: &CellResult) -> String {
     match cell.state {
-        CellState::Collapsed => format!("k={} ({})", cell.k, cell.status_text()),
+        CellState::Collapsed => format!("k={}, {}", cell.k, cell.status_text()),
         _ => format!("k={}", cell.k),
     }
 }
