@@ -109,6 +109,19 @@ pub fn verify(name: &str, root: &Path) -> Result<Vec<(String, usize)>> {
                 ),
             });
         }
+        if let Some(expected) = evaluation.published_flops_queries
+            && let Some((path, flops)) = dataset.read_flops_queries()?
+            && flops.len() != expected
+        {
+            return Err(DataError::File {
+                path: path.to_path_buf(),
+                message: format!(
+                    "{} has {} queries for FLOPs, the published set has {expected}",
+                    dataset.name,
+                    flops.len()
+                ),
+            });
+        }
         checked.push((dataset.name.clone(), queries.len()));
     }
     Ok(checked)
@@ -244,6 +257,26 @@ mod tests {
     const CORPUS: &str = "{\"_id\": \"d1\", \"text\": \"a\"}\n";
     const QUERIES: &str = "{\"_id\": \"q1\", \"text\": \"b\"}\n";
     const QRELS: &str = "query-id\tcorpus-id\tscore\nq1\td1\t1\n";
+
+    /// `lsr data verify msmarco-dev` checks the full dev queries FLOPs are measured over
+    /// against their published count, as it checks the evaluated ones.
+    #[test]
+    fn msmarco_devs_full_dev_queries_are_counted_too() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("msmarco");
+        std::fs::create_dir_all(&dir).unwrap();
+        let queries: String = (0..6980).map(|i| format!("{i}\tq{i}\n")).collect();
+        std::fs::write(dir.join("queries.dev.small.tsv"), queries).unwrap();
+        std::fs::write(dir.join("qrels.dev.small.tsv"), "0\t0\t0\t1\n").unwrap();
+        std::fs::write(dir.join("collection.tsv"), "0\tpassage\n").unwrap();
+        std::fs::write(dir.join("queries.dev.tsv"), "0\tq0\n1\tq1\n").unwrap();
+        let error = verify("msmarco-dev", root.path()).unwrap_err().to_string();
+        assert!(
+            error.contains("queries.dev.tsv") && error.contains("2 queries for FLOPs"),
+            "{error}"
+        );
+        assert!(error.contains("101093"), "{error}");
+    }
 
     #[test]
     fn offline_names_the_files_their_place_and_origin() {

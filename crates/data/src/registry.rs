@@ -63,6 +63,8 @@ pub struct Evaluation {
     /// Evaluated queries of the published set (`lsr data verify` checks them); `None` for a
     /// set that is not registered.
     pub published_queries: Option<usize>,
+    /// Queries in `flops_queries`, as published (MS MARCO's full dev set: 101,093).
+    pub published_flops_queries: Option<usize>,
 }
 
 /// Sets sharing a name prefix, a layout and an origin.
@@ -304,6 +306,7 @@ fn msmarco_dev() -> DataSet {
             ignore_identical_ids: false,
             judged_queries_only: false,
             published_queries: Some(6980),
+            published_flops_queries: Some(101_093),
         }),
         downloads: vec![collection_and_queries()],
         groups: Vec::new(),
@@ -336,6 +339,7 @@ fn trec_dl(
             ignore_identical_ids: false,
             judged_queries_only: true,
             published_queries: Some(queries),
+            published_flops_queries: None,
         }),
         downloads: vec![
             collection_and_queries(),
@@ -398,6 +402,7 @@ fn beir(set: &str, ir_datasets: &[&str], queries: Option<usize>, zip: Option<Pin
             ignore_identical_ids: true,
             judged_queries_only: true,
             published_queries: queries,
+            published_flops_queries: None,
         }),
         downloads: vec![Download::Url {
             url: format!("{BEIR_ZIPS}/{set}.zip"),
@@ -446,6 +451,7 @@ fn nanobeir(hf_name: &str, id: &str, queries: usize, md5s: [&str; 3]) -> DataSet
             ignore_identical_ids: false,
             judged_queries_only: true,
             published_queries: Some(queries),
+            published_flops_queries: None,
         }),
         downloads,
         groups: Vec::new(),
