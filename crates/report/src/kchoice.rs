@@ -129,7 +129,7 @@ fn row(matrix: &MatrixResults, backbone: &str, probe: &Probe, grid: Vec<(f64, f6
     }
 }
 
-fn mean_score(matrix: &MatrixResults, metrics: &crate::results::CellMetrics) -> Option<f64> {
+fn mean_score(matrix: &MatrixResults, metrics: &lsr_files::CellMetrics) -> Option<f64> {
     let scores: Option<Vec<f64>> = matrix
         .datasets
         .iter()

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::{ReportError, Result};
-pub use lsr_files::{CellMetrics, DatasetSummary, PaperResult};
+use lsr_files::{CellMetrics, PaperResult};
 use lsr_files::{CellState, CollapseRule, MatrixSummary, StatusFile, TrainCsv, cell_state};
 
 /// Training log columns used by the plots.
@@ -73,10 +73,15 @@ impl MatrixResults {
             } else {
                 None
             };
+            let state = cell_state(&cell_dir)?;
+            let collapse_rule = match state {
+                CellState::Collapsed => StatusFile::read(&cell_dir)?.and_then(|s| s.collapse_rule),
+                _ => None,
+            };
             cells.push(CellResult {
-                state: cell_state(&cell_dir)?,
+                state,
                 metrics: CellMetrics::read(&cell_dir)?,
-                collapse_rule: StatusFile::read(&cell_dir)?.and_then(|s| s.collapse_rule),
+                collapse_rule,
                 id: entry.id,
                 backbone: entry.backbone,
                 k: entry.k,
