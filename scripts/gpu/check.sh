@@ -260,9 +260,9 @@ step "mini-data" 60 '{"kind":"setup"}' bash -c "'$lsr' data mini-task --out data
     '$lsr' data mini-models --spec experiments/mini-models.toml --vocab data/synth/vocab.txt --out data/synth/models >/dev/null && echo '{}'"
 for precision in $precisions; do
     mini=$work/mini-$precision
-    scripts/mini/variant.sh "$mini" --device "$gpu" --precision "$precision" > "$work/mini-$precision.toml"
+    variant="--results '$mini' --set device=$gpu --set recipe.precision=$precision --set eval.precision=$precision"
     step "mini-modernbert-k16-$precision" 90 "$(meta tool=lsr device="$gpu" precision="$precision" kind=mini cell=modernbert-k16)" \
-        bash -c "'$lsr' matrix run '$work/mini-$precision.toml' --cell modernbert-k16 >&2; s=\$?; tr -d '\n' < '$mini/modernbert-k16/metrics.json' 2>/dev/null; echo; exit \$s"
+        bash -c "'$lsr' matrix run experiments/mini.toml $variant --cell modernbert-k16 >&2; s=\$?; tr -d '\n' < '$mini/modernbert-k16/metrics.json' 2>/dev/null; echo; exit \$s"
 done
 
 # 8. PyTorch without TF32, and the small training shape, if time is left.

@@ -14,18 +14,20 @@ cd "$(dirname "$0")/../.."
 lsr=${LSR:-target/release/lsr}
 seeds=("$@")
 [[ ${#seeds[@]} -gt 0 ]] || seeds=(1 2 3)
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
+mapfile -t families < <("$lsr" matrix list experiments/mini.toml | cut -f2 | uniq)
 runs=()
 for s in "${seeds[@]}"; do
     models=data/synth/models-seed-$s
     results=results/mini-k/seed-$s
-    sed "s/^seed = .*/seed = $((16 + s))/" experiments/mini-models.toml > "$dir/models-$s.toml"
-    "$lsr" data mini-models --spec "$dir/models-$s.toml" --vocab data/synth/vocab.txt --out "$models"
-    scripts/mini/variant.sh "$results" --seed $((122 + s)) --k "1, 2, 4, 8, 16" \
-        --models "$models" --probe "${PROBE:-0.1667}" > "$dir/seed-$s.toml"
-    "$lsr" matrix probe "$dir/seed-$s.toml"
-    "$lsr" matrix run "$dir/seed-$s.toml"
+    "$lsr" data mini-models --spec experiments/mini-models.toml --seed $((16 + s)) \
+        --vocab data/synth/vocab.txt --out "$models"
+    variant=(experiments/mini.toml --results "$results" --set recipe.seed=$((122 + s))
+        --set 'k=[1, 2, 4, 8, 16]' --set probe.fraction="${PROBE:-0.1667}")
+    for family in "${families[@]}"; do
+        variant+=(--set "backbone.$family.checkpoint=$models/$family")
+    done
+    "$lsr" matrix probe "${variant[@]}"
+    "$lsr" matrix run "${variant[@]}"
     "$lsr" report "$results" >/dev/null
     runs+=("$results")
 done

@@ -1,18 +1,15 @@
 #!/usr/bin/env bash
 # The miniature in f32, in bf16-mixed, and in f32 with another data-order seed (the noise
-# yardstick), then whether bf16-mixed gives the same Table 1 pattern (compare_precision.py).
-# Usage: scripts/mini/precision.sh [--device D]   (after `just reproduce mini` built the data)
+# yardstick), then whether bf16-mixed gives the same Table 1 pattern (`lsr report --compare
+# --noise`, into results/mini-precision).
+# Usage: scripts/mini/precision.sh [--set KEY=VALUE]...   (after `just reproduce mini` built the
+# data; the settings, e.g. `--set device=cuda`, apply to all three runs)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 lsr=${LSR:-target/release/lsr}
-python=${PYTHON:-python3}
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-scripts/mini/variant.sh results/mini "$@" > "$dir/mini.toml"
-scripts/mini/variant.sh results/mini-bf16 "$@" --precision bf16-mixed > "$dir/mini-bf16.toml"
-scripts/mini/variant.sh results/mini-seed "$@" --seed 124 > "$dir/mini-seed.toml"
-for m in mini mini-bf16 mini-seed; do
-    "$lsr" matrix run "$dir/$m.toml"
-    "$lsr" report "results/$m" --only table >/dev/null
-done
-$python scripts/mini/compare_precision.py results/mini results/mini-bf16 results/mini-seed
+mini=experiments/mini.toml
+bf16=(--set recipe.precision=bf16-mixed --set eval.precision=bf16-mixed)
+"$lsr" matrix run "$mini" "$@"
+"$lsr" matrix run "$mini" "$@" --results results/mini-bf16 "${bf16[@]}"
+"$lsr" matrix run "$mini" "$@" --results results/mini-seed --set recipe.seed=124
+"$lsr" report results/mini results/mini-bf16 --compare --noise results/mini-seed --out results/mini-precision

@@ -43,6 +43,9 @@ pub struct MiniatureArgs {
     /// One checkpoint directory per family is written here.
     #[arg(long)]
     out: PathBuf,
+    /// Draw the weights with this seed instead of the spec's.
+    #[arg(long)]
+    seed: Option<u64>,
 }
 
 #[derive(serde::Deserialize)]
@@ -102,8 +105,9 @@ fn synth(args: SynthArgs) -> Result<()> {
 fn miniatures(args: MiniatureArgs) -> Result<()> {
     let text =
         std::fs::read_to_string(&args.spec).with_context(|| args.spec.display().to_string())?;
-    let spec: MiniatureSpec =
+    let mut spec: MiniatureSpec =
         toml::from_str(&text).with_context(|| args.spec.display().to_string())?;
+    spec.seed = args.seed.unwrap_or(spec.seed);
     let vocab =
         std::fs::read_to_string(&args.vocab).with_context(|| args.vocab.display().to_string())?;
     let words: Vec<String> = vocab

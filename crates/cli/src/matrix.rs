@@ -1,6 +1,7 @@
 //! `lsr matrix`: list an experiment matrix's cells and their status, probe each backbone's k,
-//! run the cells, or write a Slurm job array. The matrix itself is `lsr-matrix`; every
-//! subcommand but `list` first checks all the matrix names (`Matrix::open`).
+//! run the cells, write a Slurm job array, or verify the results. Each takes the matrix file
+//! as a variant may change it (`--set`, `--results`). The matrix itself is `lsr-matrix`; every
+//! subcommand but `list` and `verify` first checks all the matrix names (`Matrix::open`).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -10,17 +11,18 @@ use clap::{Args, Subcommand};
 use lsr_files::resolved;
 use lsr_matrix::probe::{ProbeState, finished, run_probes};
 use lsr_matrix::slurm::{SlurmOptions, job_array};
-use lsr_matrix::{CellState, Matrix, RunOptions, run_cells};
+use lsr_matrix::{CellState, Matrix, RunOptions, Variant, run_cells};
 use lsr_train::stop::{INTERRUPTED_EXIT_CODE, requested, stop_on_signals};
 
 #[derive(Subcommand)]
 pub enum MatrixCommand {
     /// The cells of a matrix: id, backbone, k, checkpoint.
-    List { file: PathBuf },
+    List(SpecArgs),
     /// Each cell's state (done, running, interrupted, collapsed, failed or missing) and each
     /// finished probe's k.
     Status {
-        file: PathBuf,
+        #[command(flatten)]
+        spec: SpecArgs,
         #[arg(long)]
         json: bool,
     },
@@ -33,18 +35,66 @@ pub enum MatrixCommand {
     /// the k of the best nDCG@10 (ties to the smaller k) goes to
     /// `<results>/probe/<backbone>/probe.json`, beside the head-norm rule's. Stops like `run`.
     Probe {
-        file: PathBuf,
+        #[command(flatten)]
+        spec: SpecArgs,
         /// Only this backbone.
         #[arg(long)]
         backbone: Option<String>,
     },
     /// Write an sbatch job array with one task per cell not done yet.
     Slurm(SlurmArgs),
+    /// Check the results as runs killed and restarted any number of times must leave them:
+    /// each cell's train.csv logs its steps once each and in order; a cell still in training
+    /// has logged at most `checkpoint_every` steps past its last checkpoint; with --against,
+    /// every cell finished there logged the same steps here, to byte-identical weights and
+    /// runs and equal measures. Exits 1, listing every problem, if one is found.
+    Verify {
+        #[command(flatten)]
+        spec: SpecArgs,
+        /// The results of the same matrix run undisturbed (e.g. with `--results`).
+        #[arg(long, value_name = "RESULTS")]
+        against: Option<PathBuf>,
+    },
+}
+
+/// A matrix file, and what this invocation changes in it: a variant without a copy of the file.
+#[derive(Args)]
+pub struct SpecArgs {
+    file: PathBuf,
+    /// Change one setting of the file, as TOML: `recipe.lr=2e-3`, `eval.precision=bf16-mixed`,
+    /// `k=[1, 2, 4]`, `backbone.bert.checkpoint=DIR` (a `[[backbone]]` by its name). A value
+    /// that is not TOML is a string. Repeatable; matrix.json records them.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<String>,
+    /// Results in this folder instead of the file's (checkpoints under the file's results move
+    /// with them), the matrix named after it: a variant never touches the original's cells.
+    #[arg(long, value_name = "DIR")]
+    results: Option<PathBuf>,
+}
+
+impl SpecArgs {
+    fn variant(&self) -> Variant {
+        Variant {
+            set: self.set.clone(),
+            results: self.results.clone(),
+        }
+    }
+
+    /// The matrix, validated, without looking at what it names on disk.
+    fn load(&self) -> Result<Matrix> {
+        Ok(Matrix::load_variant(&self.file, &self.variant())?)
+    }
+
+    /// The matrix, validated, with everything it names on disk checked.
+    fn open(&self) -> Result<Matrix> {
+        Ok(Matrix::open(&self.file, &self.variant())?)
+    }
 }
 
 #[derive(Args)]
 pub struct RunArgs {
-    file: PathBuf,
+    #[command(flatten)]
+    spec: SpecArgs,
     /// Only this cell (e.g. `modernbert-k16`).
     #[arg(long)]
     cell: Option<String>,
@@ -59,7 +109,8 @@ pub struct RunArgs {
 
 #[derive(Args)]
 pub struct SlurmArgs {
-    file: PathBuf,
+    #[command(flatten)]
+    spec: SpecArgs,
     /// Where to write the script (default: stdout).
     #[arg(long)]
     out: Option<PathBuf>,
@@ -84,8 +135,8 @@ pub struct SlurmArgs {
 /// Runs the subcommand; the exit code is 75 when a stop request ended `run` early.
 pub fn run(command: MatrixCommand) -> Result<ExitCode> {
     match command {
-        MatrixCommand::List { file } => {
-            let matrix = Matrix::load(&file)?;
+        MatrixCommand::List(spec) => {
+            let matrix = spec.load()?;
             for cell in &matrix.cells {
                 println!(
                     "{}\t{}\t{}\t{}",
@@ -93,9 +144,9 @@ pub fn run(command: MatrixCommand) -> Result<ExitCode> {
                 );
             }
         }
-        MatrixCommand::Status { file, json } => status(&file, json)?,
-        MatrixCommand::Probe { file, backbone } => {
-            let matrix = Matrix::open(&file)?;
+        MatrixCommand::Status { spec, json } => status(&spec.open()?, json)?,
+        MatrixCommand::Probe { spec, backbone } => {
+            let matrix = spec.open()?;
             stop_on_signals()?;
             for (name, state) in run_probes(&matrix, backbone.as_deref())? {
                 match state {
@@ -113,7 +164,7 @@ pub fn run(command: MatrixCommand) -> Result<ExitCode> {
             }
         }
         MatrixCommand::Run(args) => {
-            let matrix = Matrix::open(&args.file)?;
+            let matrix = args.spec.open()?;
             eprintln!("results: {}", resolved(&matrix.results));
             let options = RunOptions {
                 cell: args.cell,
@@ -139,8 +190,9 @@ pub fn run(command: MatrixCommand) -> Result<ExitCode> {
                 );
             }
         }
+        MatrixCommand::Verify { spec, against } => verify(&spec.load()?, against.as_deref())?,
         MatrixCommand::Slurm(args) => {
-            let matrix = Matrix::open(&args.file)?;
+            let matrix = args.spec.open()?;
             if !Path::new(&args.lsr).is_file() {
                 eprintln!(
                     "warning: no lsr binary at {}; the tasks run `--lsr` as the nodes see it",
@@ -178,16 +230,44 @@ pub fn run(command: MatrixCommand) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// `lsr matrix verify`: what was checked on stderr, each problem on stdout.
+fn verify(matrix: &Matrix, against: Option<&Path>) -> Result<()> {
+    let found = lsr_matrix::verify::verify(matrix, against)?;
+    eprintln!(
+        "{} of {} cells started; {} steps to redo past their last checkpoints",
+        found.started,
+        matrix.cells.len(),
+        found.to_redo
+    );
+    if let Some(reference) = against {
+        eprintln!(
+            "{} cells compared with {}",
+            found.compared,
+            resolved(reference)
+        );
+    }
+    for problem in &found.problems {
+        println!("{problem}");
+    }
+    if !found.problems.is_empty() {
+        bail!(
+            "{} problem(s) in {}",
+            found.problems.len(),
+            resolved(&matrix.results)
+        );
+    }
+    Ok(())
+}
+
 /// `lsr matrix status`: a line per cell, the count done in the results folder it looked in, a
 /// line per finished probe; or one JSON object
 /// `{"cells": {id: state}, "probes": {backbone: k}, "results": "<absolute folder>"}`.
-fn status(file: &Path, json: bool) -> Result<()> {
-    let matrix = Matrix::open(file)?;
+fn status(matrix: &Matrix, json: bool) -> Result<()> {
     let mut states = Vec::new();
     for cell in &matrix.cells {
         states.push((cell.id.clone(), cell.state()?));
     }
-    let probes = finished(&matrix)?;
+    let probes = finished(matrix)?;
     if json {
         let cells: serde_json::Map<String, serde_json::Value> = states
             .iter()

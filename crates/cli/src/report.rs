@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use anyhow::{Result, bail};
 use clap::{Args, ValueEnum};
 use lsr_files::probe::PROBE_DIR;
-use lsr_report::{Part, ReportError, write_k_choice, write_report};
+use lsr_report::{Part, ReportError, comparison, write_k_choice, write_report};
 
 #[derive(Clone, Copy, PartialEq, ValueEnum)]
 enum PartArg {
@@ -28,9 +28,30 @@ pub struct ReportArgs {
     /// Only these parts (repeatable); default all (k-choice where the matrix was probed).
     #[arg(long, value_enum)]
     only: Vec<PartArg>,
+    /// Each cell's score (mean nDCG@10 over the evaluation sets) in every results directory,
+    /// side by side: printed, and written as compare.md and compare.csv with --out.
+    #[arg(long, conflicts_with = "only")]
+    compare: bool,
+    /// With --compare: the first run again under another data-order seed. How far it lands
+    /// from the first sets the tolerance (at least 0.05) by which each other run is judged to
+    /// show the first one's pattern or not: every cell within it, the same cells failed, and
+    /// each backbone's best k one that the first run scores within it of its own best.
+    #[arg(long, requires = "compare", value_name = "RESULTS")]
+    noise: Option<PathBuf>,
 }
 
 pub fn run(args: ReportArgs) -> Result<()> {
+    if args.compare {
+        let comparison = comparison(&args.results, args.noise.as_deref())?;
+        print!("{}", comparison.markdown());
+        if let Some(out) = &args.out {
+            std::fs::create_dir_all(out)?;
+            for path in comparison.write(out)? {
+                eprintln!("{}", path.display());
+            }
+        }
+        return Ok(());
+    }
     if let [results] = args.results.as_slice() {
         let out = args.out.unwrap_or_else(|| results.join("report"));
         for path in write_report(results, &out, &parts(&args.only))? {

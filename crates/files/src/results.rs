@@ -31,6 +31,9 @@ pub struct MatrixSummary {
     /// The data set (or group) of the nDCG-against-FLOPs figure.
     pub tradeoff: String,
     pub paper: Vec<PaperResult>,
+    /// The `--set` and `--results` arguments that changed the matrix file for this run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub variant: Vec<String>,
 }
 
 fn first_format() -> u32 {

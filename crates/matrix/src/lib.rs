@@ -7,6 +7,8 @@
 //! validator. It also writes a Slurm job array that runs the missing cells in parallel, and
 //! probes each backbone's grid with the beginnings of its cells to choose one k before the
 //! full runs. Before any of that starts, everything a matrix names is checked (`preflight`).
+//! A variant (`variant`: `--set`, `--results`) is the file changed for one invocation, and
+//! `verify` checks that results are what killed and restarted runs must leave.
 //! What it writes is all the report needs: it never reads this crate.
 
 pub mod cell;
@@ -17,9 +19,12 @@ pub mod runner;
 pub mod slurm;
 pub mod spec;
 pub mod validation;
+pub mod variant;
+pub mod verify;
 
 pub use cell::Cell;
 pub use error::{MatrixError, Result};
 pub use lsr_files::CellState;
 pub use runner::{RunOptions, run_cells};
 pub use spec::Matrix;
+pub use variant::Variant;

@@ -14,12 +14,13 @@ use lsr_files::resolved;
 use crate::error::{MatrixError, Result};
 use crate::spec::Matrix;
 use crate::validation::validation_set;
+use crate::variant::Variant;
 
 impl Matrix {
-    /// Reads and validates `path` ([`Matrix::load`]) and checks what it names on disk
+    /// Reads and validates `path` as `variant` changes it ([`Matrix::load_variant`]) and checks what it names on disk
     /// ([`Matrix::check_inputs`]).
-    pub fn open(path: &Path) -> Result<Self> {
-        let matrix = Self::load(path)?;
+    pub fn open(path: &Path, variant: &Variant) -> Result<Self> {
+        let matrix = Self::load_variant(path, variant)?;
         matrix.check_inputs()?;
         Ok(matrix)
     }

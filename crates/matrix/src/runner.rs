@@ -218,6 +218,7 @@ fn write_summary(matrix: &Matrix) -> Result<()> {
         datasets: matrix.eval.datasets.clone(),
         tradeoff: matrix.eval.tradeoff.clone(),
         paper: matrix.paper.clone(),
+        variant: matrix.variant.arguments(),
     };
     Ok(summary.write(&matrix.results)?)
 }

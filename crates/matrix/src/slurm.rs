@@ -67,7 +67,13 @@ pub fn job_array(matrix: &Matrix, options: &SlurmOptions) -> Result<(String, Vec
         .parallel
         .map(|n| format!("%{n}"))
         .unwrap_or_default();
-    let matrix_path = matrix.path.display();
+    let variant: String = (matrix.variant.arguments().iter())
+        .map(|a| format!(" {}", shell_word(a)))
+        .collect();
+    let matrix_path = format!(
+        "{}{variant}",
+        shell_word(&matrix.path.display().to_string())
+    );
     writeln!(s, "#!/bin/bash").unwrap();
     writeln!(
         s,
@@ -111,4 +117,13 @@ pub fn job_array(matrix: &Matrix, options: &SlurmOptions) -> Result<(String, Vec
     .unwrap();
     s.push_str(FORWARD_AND_REQUEUE);
     Ok((s, cells))
+}
+
+/// `word` as one shell word: as it is when it holds nothing the shell reads, else single-quoted.
+fn shell_word(word: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "_-./=:,@%+".contains(c);
+    if !word.is_empty() && word.chars().all(plain) {
+        return word.to_string();
+    }
+    format!("'{}'", word.replace('\'', r"'\''"))
 }

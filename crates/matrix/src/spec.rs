@@ -16,6 +16,7 @@ use lsr_files::PaperResult;
 
 use crate::cell::Cell;
 use crate::error::{MatrixError, Result};
+use crate::variant::Variant;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -186,14 +187,29 @@ pub struct Matrix {
     pub paper: Vec<PaperResult>,
     /// The probe's share of the recipe's steps (`crate::probe`).
     pub probe_fraction: f64,
+    /// What `--set` and `--results` changed in the file.
+    pub variant: Variant,
 }
 
 impl Matrix {
     /// Reads and validates `path`: unknown keys, missing backbones, bad k, invalid recipes are
     /// errors naming the file and, where TOML knows it, the line.
     pub fn load(path: &Path) -> Result<Self> {
-        let text = std::fs::read_to_string(path).map_err(|e| MatrixError::io(path, e))?;
-        let source = Source { path, text: &text };
+        Self::load_variant(path, &Variant::default())
+    }
+
+    /// [`Matrix::load`] of the file as `variant` changes it. Its errors name no line: the
+    /// lines are the variant's, not the file's.
+    pub fn load_variant(path: &Path, variant: &Variant) -> Result<Self> {
+        let mut text = std::fs::read_to_string(path).map_err(|e| MatrixError::io(path, e))?;
+        if !variant.is_empty() {
+            text = variant.apply(path, &text)?;
+        }
+        let source = Source {
+            path,
+            text: &text,
+            variant,
+        };
         let file: MatrixFile = toml::from_str(&text).map_err(|e| {
             let line = e.span().and_then(|span| source.line_of(span.start));
             source.fail(line, e.message().to_string())
@@ -226,6 +242,7 @@ impl Matrix {
             cells,
             paper: file.paper,
             probe_fraction,
+            variant: variant.clone(),
         })
     }
 
@@ -251,10 +268,18 @@ pub fn cell_id(backbone: &str, k: f64) -> String {
 struct Source<'a> {
     path: &'a Path,
     text: &'a str,
+    variant: &'a Variant,
 }
 
 impl Source<'_> {
     fn fail(&self, line: Option<usize>, message: String) -> MatrixError {
+        let (line, message) = match self.variant.is_empty() {
+            true => (line, message),
+            false => (
+                None,
+                format!("{message} (with {})", self.variant.arguments().join(" ")),
+            ),
+        };
         MatrixError::Spec {
             path: self.path.to_path_buf(),
             line,

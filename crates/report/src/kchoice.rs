@@ -15,9 +15,6 @@ use crate::error::{ReportError, Result};
 use crate::results::MatrixResults;
 use crate::table::{write_bytes, write_csv};
 
-/// The score the grid's cells are ranked by.
-pub const MEASURE: &str = "ndcg@10";
-
 /// One backbone in one run.
 #[derive(Clone, Debug, PartialEq)]
 pub struct KChoiceRow {
@@ -90,7 +87,7 @@ fn grid(matrix: &MatrixResults, backbone: &str) -> Result<Vec<(f64, f64)>, Strin
     let mut grid = Vec::new();
     for cell in matrix.cells.iter().filter(|c| c.backbone == backbone) {
         let score = match (&cell.metrics, cell.state) {
-            (Some(metrics), _) => mean_score(matrix, metrics),
+            (Some(metrics), _) => matrix.score(metrics),
             (None, CellState::Collapsed) => Some(0.0),
             (None, _) => None,
         };
@@ -127,17 +124,6 @@ fn row(matrix: &MatrixResults, backbone: &str, probe: &Probe, grid: Vec<(f64, f6
         probe_k: probe.chosen_k,
         probe_runs: probe_steps as f64 / probe.full_steps.max(1) as f64,
     }
-}
-
-fn mean_score(matrix: &MatrixResults, metrics: &lsr_files::CellMetrics) -> Option<f64> {
-    let scores: Option<Vec<f64>> = matrix
-        .datasets
-        .iter()
-        .map(|set| metrics.mean(set, MEASURE))
-        .collect();
-    scores
-        .filter(|s| !s.is_empty())
-        .map(|s| s.iter().sum::<f64>() / s.len() as f64)
 }
 
 /// Agreement, regret and compute of the rule, the probe and the grid's smallest k over `rows`.

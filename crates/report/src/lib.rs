@@ -6,6 +6,7 @@
 //! font so no system fonts are needed); over one run or several (seeds), how well the head-norm
 //! rule and the probe chose k against the full grid.
 
+pub mod compare;
 pub mod error;
 pub mod kchoice;
 pub mod plots;
@@ -44,6 +45,15 @@ pub fn write_report(results: &Path, out: &Path, parts: &[Part]) -> Result<Vec<Pa
         }
     }
     Ok(written)
+}
+
+/// The runs in `results` side by side, the `noise` run (the first again under another
+/// data-order seed) last where there is one ([`compare::compare`]).
+pub fn comparison(results: &[PathBuf], noise: Option<&Path>) -> Result<compare::Comparison> {
+    let runs: Vec<MatrixResults> = (results.iter().map(PathBuf::as_path).chain(noise))
+        .map(MatrixResults::read)
+        .collect::<Result<_>>()?;
+    compare::compare(&runs, noise.is_some())
 }
 
 /// Writes `k-choice.md`, `k-choice.csv` and the figure of the runs in `results` (one matrix

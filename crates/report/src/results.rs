@@ -110,6 +110,17 @@ impl MatrixResults {
         names
     }
 
+    /// A cell's score wherever runs or k are compared: its mean nDCG@10 over the matrix's
+    /// evaluation sets (a group counting once, as the mean of its members).
+    pub fn score(&self, metrics: &CellMetrics) -> Option<f64> {
+        let scores: Option<Vec<f64>> = (self.datasets.iter())
+            .map(|set| metrics.mean(set, "ndcg@10"))
+            .collect();
+        scores
+            .filter(|s| !s.is_empty())
+            .map(|s| s.iter().sum::<f64>() / s.len() as f64)
+    }
+
     pub fn paper_value(&self, backbone: &str, k: f64, dataset: &str) -> Option<f64> {
         self.paper
             .iter()

@@ -17,6 +17,22 @@ fn dataset(ndcg: f64, flops: f64) -> serde_json::Value {
            "queries_evaluated": 5})
 }
 
+/// A finished cell: nDCG@10 `msmarco` on MS MARCO, `a` and `b` on the group's members.
+fn cell(root: &Path, id: &str, msmarco: f64, a: f64, b: f64, flops: f64) {
+    write(
+        &root.join(id).join("metrics.json"),
+        json!({
+            "datasets": {"msmarco-dev": dataset(msmarco, flops), "beir/a": dataset(a, flops), "beir/b": dataset(b, flops)},
+            "groups": {"group": ["beir/a", "beir/b"]}
+        }),
+    );
+    std::fs::write(
+        root.join(id).join("train.csv"),
+        "step,lr,loss,ranking_loss\n1,0.1,3.0,2.5\n2,0.1,2.0,1.5\n3,0.1,1.0,0.5\n",
+    )
+    .unwrap();
+}
+
 fn results(root: &Path) {
     write(
         &root.join("matrix.json"),
@@ -33,23 +49,9 @@ fn results(root: &Path) {
             "paper": [{"backbone": "modernbert", "k": 16.0, "dataset": "group", "measure": "ndcg@10", "value": 0.405}]
         }),
     );
-    let cell = |id: &str, msmarco: f64, a: f64, b: f64, flops: f64| {
-        write(
-            &root.join(id).join("metrics.json"),
-            json!({
-                "datasets": {"msmarco-dev": dataset(msmarco, flops), "beir/a": dataset(a, flops), "beir/b": dataset(b, flops)},
-                "groups": {"group": ["beir/a", "beir/b"]}
-            }),
-        );
-        std::fs::write(
-            root.join(id).join("train.csv"),
-            "step,lr,loss,ranking_loss\n1,0.1,3.0,2.5\n2,0.1,2.0,1.5\n3,0.1,1.0,0.5\n",
-        )
-        .unwrap();
-    };
-    cell("modernbert-k1", 0.10, 0.20, 0.30, 40.0);
-    cell("modernbert-k16", 0.30, 0.40, 0.50, 2.0);
-    cell("bert-k1", 0.33, 0.35, 0.45, 1.5);
+    cell(root, "modernbert-k1", 0.10, 0.20, 0.30, 40.0);
+    cell(root, "modernbert-k16", 0.30, 0.40, 0.50, 2.0);
+    cell(root, "bert-k1", 0.33, 0.35, 0.45, 1.5);
     // Collapsed: a log and a status, no metrics.
     write(
         &root.join("modernbert-k4/status.json"),
@@ -224,4 +226,63 @@ fn results_written_before_the_format_was_recorded_give_the_same_table() {
             String::from_utf8_lossy(&got)
         );
     }
+}
+
+/// Runs side by side, each cell's score the mean nDCG@10 over MS MARCO and the group (itself the
+/// mean of its members); with a noise run, a run that moved a cell past the tolerance and its
+/// backbone's best k is told apart from a copy of the first.
+#[test]
+fn runs_are_compared_cell_by_cell_and_judged_against_the_seed_noise() {
+    let root = tempfile::tempdir().unwrap();
+    let run = |name: &str| {
+        let dir = root.path().join(name);
+        results(&dir);
+        dir
+    };
+    let (first, moved, copy, noise) = (run("first"), run("moved"), run("copy"), run("noise"));
+    cell(&moved, "modernbert-k16", 0.10, 0.20, 0.30, 2.0);
+    cell(&noise, "bert-k1", 0.35, 0.40, 0.50, 1.5);
+    let runs = [first.clone(), moved.clone(), copy.clone()];
+
+    let plain = lsr_report::comparison(&runs, None).unwrap();
+    assert!(plain.pattern.is_none());
+    let md = plain.markdown();
+    // Every run is a matrix named `demo`: the columns are named by folder.
+    let header = format!("| cell | {} | {} |", first.display(), moved.display());
+    assert!(md.starts_with(&header), "{md}");
+    assert!(
+        md.contains("| modernbert k=16 | 0.375 | 0.175 | 0.375 |"),
+        "{md}"
+    );
+    assert!(md.contains("| modernbert k=4 | – | – | – |"), "{md}");
+
+    let judged = lsr_report::comparison(&runs, Some(&noise)).unwrap();
+    let pattern = judged.pattern.as_ref().unwrap();
+    assert!((pattern.noise - 0.035).abs() < 1e-12, "{}", pattern.noise);
+    assert_eq!(pattern.tolerance, 0.05);
+    let [(_, moved_differs), (_, copy_differs)] = &pattern.differences[..] else {
+        panic!("{:?}", pattern.differences);
+    };
+    assert!(copy_differs.is_empty(), "{copy_differs:?}");
+    let moved_differs = moved_differs.join("; ");
+    assert!(
+        moved_differs.contains("modernbert k=16: |Δ| 0.200 > 0.050"),
+        "{moved_differs}"
+    );
+    assert!(
+        moved_differs.contains("modernbert: best at k=1"),
+        "{moved_differs}"
+    );
+    let md = judged.markdown();
+    assert!(
+        md.contains("| modernbert k=16 | 0.375 | 0.175 | 0.375 | 0.375 | 0.200 | 0.000 |"),
+        "{md}"
+    );
+    assert!(md.contains("the same pattern as"), "{md}");
+
+    let out = root.path().join("out");
+    std::fs::create_dir_all(&out).unwrap();
+    let written = judged.write(&out).unwrap();
+    let csv = std::fs::read_to_string(&written[1]).unwrap();
+    assert_eq!(csv.lines().count(), 1 + 4, "{csv}");
 }

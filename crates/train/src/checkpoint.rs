@@ -105,6 +105,11 @@ pub fn latest(dir: &Path) -> Result<Option<PathBuf>> {
     Ok(complete(dir)?.pop().map(|(_, path)| path))
 }
 
+/// The step of the newest complete checkpoint in `dir`, if any.
+pub fn latest_step(dir: &Path) -> Result<Option<usize>> {
+    Ok(complete(dir)?.pop().map(|(step, _)| step))
+}
+
 /// The checkpoint a user names: a checkpoint directory, or `step-20` for `step-00000020`.
 /// Anything else is an error listing the checkpoints there are (in `path` itself when it is a
 /// checkpoints directory, else beside it).

@@ -212,8 +212,8 @@ impl DataConfig {
 }
 
 impl TrainConfig {
-    /// Reads `path`, applies `overrides` (`field.path=value`, the value read as TOML, else as a
-    /// string), deserialises and validates.
+    /// Reads `path`, applies `overrides` (`--set`: `crate::settings`), deserialises and
+    /// validates.
     pub fn load(path: &Path, overrides: &[String]) -> Result<Self> {
         let name = path.display().to_string();
         let text = std::fs::read_to_string(path).map_err(|e| TrainError::io(path, e))?;
@@ -232,7 +232,10 @@ impl TrainConfig {
             return config.validated(&name);
         }
         for assignment in overrides {
-            apply_override(&mut table, assignment)?;
+            crate::settings::set(&mut table, assignment).map_err(|message| TrainError::Config {
+                source_name: "--set".into(),
+                message: format!("`{assignment}`: {message}"),
+            })?;
         }
         let config: Self =
             serde_path_to_error::deserialize(toml::Value::Table(table)).map_err(|e| {
@@ -370,34 +373,6 @@ impl TrainConfig {
     }
 }
 
-/// `a.b.c=value` into the table; the value is parsed as a TOML value, else taken as a string.
-fn apply_override(table: &mut toml::Table, assignment: &str) -> Result<()> {
-    let fail = |message: String| TrainError::Config {
-        source_name: "--set".into(),
-        message: format!("`{assignment}`: {message}"),
-    };
-    let (path, raw) = assignment
-        .split_once('=')
-        .ok_or_else(|| fail("expected FIELD=VALUE, e.g. recipe.lr=1e-5".into()))?;
-    let value = format!("v = {raw}")
-        .parse::<toml::Table>()
-        .ok()
-        .and_then(|mut t| t.remove("v"))
-        .unwrap_or_else(|| toml::Value::String(raw.to_string()));
-    let keys: Vec<&str> = path.trim().split('.').collect();
-    let (last, parents) = keys.split_last().expect("split yields at least one key");
-    let mut current = table;
-    for key in parents {
-        current = current
-            .entry(key.to_string())
-            .or_insert_with(|| toml::Value::Table(toml::Table::new()))
-            .as_table_mut()
-            .ok_or_else(|| fail(format!("`{key}` is not a table")))?;
-    }
-    current.insert(last.to_string(), value);
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -480,6 +455,6 @@ warmup_steps = 2
         let typed = TrainConfig::load(file.path(), &["recipe.steps=ten".into()]).unwrap_err();
         assert!(typed.to_string().contains("recipe.steps"), "{typed}");
         let malformed = TrainConfig::load(file.path(), &["recipe.steps".into()]).unwrap_err();
-        assert!(malformed.to_string().contains("FIELD=VALUE"), "{malformed}");
+        assert!(malformed.to_string().contains("KEY=VALUE"), "{malformed}");
     }
 }

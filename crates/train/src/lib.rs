@@ -19,6 +19,7 @@ pub mod loss;
 pub mod reference;
 pub mod run;
 pub mod schedule;
+pub mod settings;
 pub mod stop;
 pub mod trainer;
 pub mod validation;

@@ -433,7 +433,9 @@ fn every_command_that_prints_ends_quietly_when_its_reader_goes_away() {
         vec!["matrix", "list", &matrix],
         vec!["matrix", "status", &matrix],
         vec!["matrix", "slurm", &matrix],
+        vec!["matrix", "verify", &matrix],
         vec!["report", &results, "--out", &report],
+        vec!["report", &results, &results, "--compare"],
         vec!["check", "--json", "--fixtures", &fixtures],
         vec![
             "bench",

@@ -1,14 +1,17 @@
 //! A whole matrix on the miniature backbones and a small synthetic task: cells run in order,
 //! a failed and two collapsed cells are recorded (one evaluated at its collapse, one with
 //! non-finite weights that cannot be) and the rest goes on, finished cells are never rerun
-//! unless forced, the Slurm array holds what is missing, and the report reads it all.
+//! unless forced, the Slurm array holds what is missing, and the report reads it all; a variant
+//! (`--results`, `--set`) runs apart from the original and is verified against it.
 
 use crate::common;
 
 use std::path::Path;
 
+use lsr_files::MatrixSummary;
 use lsr_matrix::slurm::{SlurmOptions, job_array};
-use lsr_matrix::{CellState, Matrix, RunOptions, run_cells};
+use lsr_matrix::verify::verify;
+use lsr_matrix::{CellState, Matrix, RunOptions, Variant, run_cells};
 
 fn matrix_file(root: &Path) -> std::path::PathBuf {
     let head = common::head(root, "tiny", "[1, 4]", r#"["mrr@10", "ndcg@10"]"#);
@@ -292,4 +295,92 @@ fn a_slurm_task_passes_the_signal_on_and_requeues_a_stopped_cell() {
     );
     let requeued = std::fs::read_to_string(bin.join("scontrol")).unwrap();
     assert_eq!(requeued.trim(), "requeue 42_1");
+}
+
+/// A variant of the matrix (`--results`, `--set`) runs apart from the original and records what
+/// it changed, in matrix.json and on the Slurm script's command line; `verify` finds a rerun
+/// equal to the original, names what differs in a run under another seed, and names the line
+/// of a log that holds a step twice.
+#[test]
+fn variants_run_apart_and_verify_against_the_original() {
+    let root = tempfile::tempdir().unwrap();
+    common::task(root.path(), &[("bert", 0.9)]);
+    let file = matrix_file(root.path());
+    let only = RunOptions {
+        cell: Some("bert-k1".into()),
+        ..RunOptions::default()
+    };
+    let original = Matrix::load(&file).unwrap();
+    run_cells(&original, &only).unwrap();
+    // The test matrix keeps its checkpoints beside its results: each variant names its own.
+    let variant = |name: &str, set: &[&str]| {
+        let checkpoints = root.path().join(name).join("checkpoints");
+        let mut set: Vec<String> = set.iter().map(|s| s.to_string()).collect();
+        set.push(format!("checkpoints={}", checkpoints.display()));
+        let variant = Variant {
+            set,
+            results: Some(root.path().join(name)),
+        };
+        let matrix = Matrix::load_variant(&file, &variant).unwrap();
+        let states = run_cells(&matrix, &only).unwrap();
+        assert_eq!(states, [("bert-k1".to_string(), CellState::Done)]);
+        matrix
+    };
+
+    let rerun = variant("rerun", &[]);
+    let checkpoints = rerun.cell("bert-k1").unwrap().checkpoint_dir();
+    assert!(
+        checkpoints.starts_with(root.path().join("rerun")),
+        "{checkpoints:?}"
+    );
+    let same = verify(&rerun, Some(&original.results)).unwrap();
+    assert_eq!((same.started, same.compared), (1, 1));
+    assert!(same.problems.is_empty(), "{:?}", same.problems);
+
+    let seeded = variant("seeded", &["recipe.seed=7"]);
+    let summary = MatrixSummary::read(&seeded.results).unwrap().unwrap();
+    let results = root.path().join("seeded").display().to_string();
+    let checkpoints = format!("checkpoints={results}/checkpoints");
+    let recorded = [
+        "--set",
+        "recipe.seed=7",
+        "--set",
+        &checkpoints,
+        "--results",
+        &results,
+    ];
+    assert_eq!(summary.variant, recorded);
+    let differs = verify(&seeded, Some(&original.results)).unwrap().problems;
+    let differs = differs.join("\n");
+    for what in [
+        "model.safetensors differs",
+        "run.trec differs",
+        "measures differ",
+    ] {
+        assert!(differs.contains(what), "{what}: {differs}");
+    }
+    let options = SlurmOptions {
+        partition: None,
+        gpus: 1,
+        cpus: 8,
+        memory: "64G".into(),
+        time: "1:00:00".into(),
+        lsr: "lsr".into(),
+        parallel: None,
+    };
+    let (script, _) = job_array(&seeded, &options).unwrap();
+    let run =
+        format!("--set recipe.seed=7 --set {checkpoints} --results {results} --cell \"$CELL\"");
+    assert!(script.contains(&run), "{script}");
+
+    let log = rerun.cell("bert-k1").unwrap().dir().join("train.csv");
+    let mut text = std::fs::read_to_string(&log).unwrap();
+    let last = text.lines().last().unwrap().to_string();
+    text.push_str(&format!("{last}\n"));
+    std::fs::write(&log, text).unwrap();
+    let problems = verify(&rerun, None).unwrap().problems;
+    assert!(
+        problems.len() == 1 && problems[0].contains("line 6 logs step 4 after step 4"),
+        "{problems:?}"
+    );
 }
