@@ -3,8 +3,11 @@
 //! and `LSR_BUILD_DIRTY` (`true` when the sources it is built from, `crates/`, `Cargo.toml` and
 //! `Cargo.lock`, differ from that commit). Rerun when the commit or those sources change.
 
+mod git;
+
 use std::path::{Path, PathBuf};
-use std::process::Command;
+
+use git::git;
 
 /// The sources of the build, relative to the workspace root.
 const SOURCES: [&str; 3] = ["crates", "Cargo.toml", "Cargo.lock"];
@@ -13,6 +16,7 @@ fn main() {
     let manifest = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("set by cargo"));
     let root = manifest.join("../..");
     println!("cargo:rerun-if-changed=build.rs");
+    println!("cargo:rerun-if-changed=git.rs");
     // The repository must be lsr's own: an archive unpacked inside another repository was not
     // built from that repository's commits.
     let commit = git(
@@ -49,17 +53,4 @@ fn watched(root: &Path) -> Vec<PathBuf> {
     // A path that does not exist would make cargo rerun this script on every build.
     paths.retain(|path| path.exists());
     paths
-}
-
-/// The trimmed output of `git args` in `dir`, if git is there and succeeds.
-fn git(dir: &Path, args: &[&str]) -> Option<String> {
-    let output = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .ok()?;
-    output
-        .status
-        .success()
-        .then(|| String::from_utf8_lossy(&output.stdout).trim().to_string())
 }

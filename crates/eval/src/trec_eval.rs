@@ -45,20 +45,9 @@ pub const OFFICIAL: [&str; 12] = [
     "P",
 ];
 
-/// trec_eval's `all_trec` set (`-m all_trec`): every measure of the standard qrels and run.
-pub const ALL_TREC: [&str; 34] = [
-    "runid",
-    "num_q",
-    "num_ret",
-    "num_rel",
-    "num_rel_ret",
-    "map",
-    "gm_map",
-    "Rprec",
-    "bpref",
-    "recip_rank",
-    "iprec_at_recall",
-    "P",
+/// trec_eval's `all_trec` set (`-m all_trec`) beyond `official`: with it, every measure of the
+/// standard qrels and run, in trec_eval's order.
+const ALL_TREC_BEYOND_OFFICIAL: [&str; 22] = [
     "relstring",
     "recall",
     "infAP",
@@ -102,7 +91,9 @@ fn expand(name: &str) -> Vec<String> {
     let at = |values: &[String]| values.iter().map(|v| format!("{name}_{v}")).collect();
     match name {
         "official" => OFFICIAL.iter().flat_map(|name| expand(name)).collect(),
-        "all_trec" => ALL_TREC.iter().flat_map(|name| expand(name)).collect(),
+        "all_trec" => (OFFICIAL.iter().chain(&ALL_TREC_BEYOND_OFFICIAL))
+            .flat_map(|name| expand(name))
+            .collect(),
         "P" | "recall" | "ndcg_cut" | "map_cut" | "relative_P" => {
             at(&CUTOFFS.map(|k| k.to_string()))
         }

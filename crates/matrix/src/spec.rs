@@ -717,33 +717,48 @@ lr = 1e-4
                 "tradeoff = \"beir/fiqa\"",
                 "eval.tradeoff `beir/fiqa` is not evaluated",
             ),
-            (
-                "lr = 1e-4",
-                "lr = 1e-4\n[[paper]]\nbackbone = \"bert\"\nk = 2\ndataset = \"beir/scifact\"\n\
-                 measure = \"ndcg@10\"\nvalue = 0.5",
-                "[[paper]] bert k = 2 on `beir/scifact`: k = 2 is not in bert's grid",
-            ),
-            (
-                "lr = 1e-4",
-                "lr = 1e-4\n[[paper]]\nbackbone = \"bert\"\nk = 4\ndataset = \"beir/fiqa\"\n\
-                 measure = \"ndcg@10\"\nvalue = 0.5",
-                "Table 1 has a column for each of eval.datasets only",
-            ),
-            (
-                "lr = 1e-4",
-                "lr = 1e-4\n[[paper]]\nbackbone = \"bert\"\nk = 4\ndataset = \"beir/scifact\"\n\
-                 measure = \"mrr@10\"\nvalue = 0.5",
-                "measure `mrr@10`, but Table 1 shows ndcg@10 there",
-            ),
-            (
-                "lr = 1e-4",
-                "lr = 1e-4\n[[paper]]\nbackbone = \"roberta\"\nk = 4\ndataset = \"beir/scifact\"\n\
-                 measure = \"ndcg@10\"\nvalue = 0.5",
-                "[[paper]] names unknown backbone `roberta`",
-            ),
         ] {
             let message = load(&MATRIX.replace(from, to)).unwrap_err().to_string();
             assert!(message.contains(expected), "{to}: {message}");
+        }
+        for (backbone, k, dataset, measure, expected) in [
+            (
+                "bert",
+                2,
+                "beir/scifact",
+                "ndcg@10",
+                "[[paper]] bert k = 2 on `beir/scifact`: k = 2 is not in bert's grid",
+            ),
+            (
+                "bert",
+                4,
+                "beir/fiqa",
+                "ndcg@10",
+                "Table 1 has a column for each of eval.datasets only",
+            ),
+            (
+                "bert",
+                4,
+                "beir/scifact",
+                "mrr@10",
+                "measure `mrr@10`, but Table 1 shows ndcg@10 there",
+            ),
+            (
+                "roberta",
+                4,
+                "beir/scifact",
+                "ndcg@10",
+                "[[paper]] names unknown backbone `roberta`",
+            ),
+        ] {
+            let paper = format!(
+                "lr = 1e-4\n[[paper]]\nbackbone = \"{backbone}\"\nk = {k}\ndataset = \"{dataset}\"\n\
+                 measure = \"{measure}\"\nvalue = 0.5"
+            );
+            let message = load(&MATRIX.replace("lr = 1e-4", &paper))
+                .unwrap_err()
+                .to_string();
+            assert!(message.contains(expected), "{paper}: {message}");
         }
         let no_backbones = MATRIX.split("[[backbone]]").next().unwrap().to_string();
         let message = load(&no_backbones).unwrap_err().to_string();

@@ -9,23 +9,12 @@ use lsr_matrix::{CellState, Matrix, RunOptions, run_cells};
 fn a_stop_request_interrupts_the_cell_in_training_and_starts_no_other() {
     let root = tempfile::tempdir().unwrap();
     common::task(root.path(), &[("bert", 0.9)]);
-    let model = root.path().join("models/bert");
     let head = common::head(root.path(), "stop", "[1, 4]", r#"["ndcg@10"]"#);
-    let text = format!(
-        r#"{head}
-[recipe]
-steps = 100000
-batch_size = 4
-checkpoint_every = 1000
-query_max_length = 16
-document_max_length = 32
-
-[[backbone]]
-name = "bert"
-checkpoint = "{model}"
-"#,
-        model = model.display()
+    let (recipe, bert) = (
+        common::recipe(100_000, 1, 1, 1000),
+        common::backbone(root.path(), "bert"),
     );
+    let text = format!("{head}\n{recipe}\n{bert}");
     let file = root.path().join("stop.toml");
     std::fs::write(&file, text).unwrap();
     let matrix = Matrix::load(&file).unwrap();

@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::common::{fixture, lsr, stdout_of};
+use crate::common::{fixture, lsr, stdout_of, succeeded};
 
 fn json_lines(output: &[u8]) -> Vec<serde_json::Value> {
     String::from_utf8(output.to_vec())
@@ -48,27 +48,22 @@ fn check_passes_on_flex_in_both_precisions() {
 
 #[test]
 fn encode_json_lists_every_nonzero_term_by_weight() {
-    let out = lsr()
-        .args([
-            "encode",
-            "--checkpoint",
-            &fixture("bert"),
-            "--json",
-            "--device",
-            "flex",
-        ])
-        .args([
-            "--text",
-            "what is the capital of france",
-            "--text",
-            "boil an egg",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = succeeded(
+        lsr()
+            .args([
+                "encode",
+                "--checkpoint",
+                &fixture("bert"),
+                "--json",
+                "--device",
+                "flex",
+            ])
+            .args([
+                "--text",
+                "what is the capital of france",
+                "--text",
+                "boil an egg",
+            ]),
     );
     let lines = json_lines(&out.stdout);
     assert_eq!(lines.len(), 2);
@@ -93,23 +88,18 @@ fn encode_json_lists_every_nonzero_term_by_weight() {
 
 #[test]
 fn encode_reads_texts_from_stdin_one_per_line() {
-    let out = lsr()
-        .args([
-            "encode",
-            "--checkpoint",
-            &fixture("modernbert"),
-            "--json",
-            "--input",
-            "-",
-        ])
-        .args(["--k", "16", "--batch-size", "2"])
-        .write_stdin("first text\nsecond text\nthird text\n")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = succeeded(
+        lsr()
+            .args([
+                "encode",
+                "--checkpoint",
+                &fixture("modernbert"),
+                "--json",
+                "--input",
+                "-",
+            ])
+            .args(["--k", "16", "--batch-size", "2"])
+            .write_stdin("first text\nsecond text\nthird text\n"),
     );
     let texts: Vec<String> = json_lines(&out.stdout)
         .iter()
@@ -228,15 +218,7 @@ fn a_backend_not_compiled_in_is_named() {
 
 #[test]
 fn norms_json_reports_head_statistics_per_checkpoint() {
-    let out = lsr()
-        .args(["norms", &fixture("bert"), &fixture("modernbert"), "--json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = succeeded(lsr().args(["norms", &fixture("bert"), &fixture("modernbert"), "--json"]));
     let rows = json_lines(&out.stdout);
     assert_eq!(rows.len(), 2);
     assert_eq!(rows[1]["family"], "modernbert");

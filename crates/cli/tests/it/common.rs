@@ -1,6 +1,7 @@
 //! What the CLI tests share: the binary and the committed fixtures.
 
 use std::path::{Path, PathBuf};
+use std::process::Output;
 
 use assert_cmd::Command;
 
@@ -11,14 +12,19 @@ pub fn fixture(path: &str) -> String {
 }
 
 /// Runs `command`, which must succeed (its stderr otherwise), and returns its stdout.
-pub fn stdout_of(command: &mut Command) -> Vec<u8> {
+/// What `command` did, which must have succeeded (else its stderr is the failure).
+pub fn succeeded(command: &mut Command) -> Output {
     let out = command.output().unwrap();
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    out.stdout
+    out
+}
+
+pub fn stdout_of(command: &mut Command) -> Vec<u8> {
+    succeeded(command).stdout
 }
 
 pub fn lsr() -> Command {

@@ -13,6 +13,10 @@ use std::sync::OnceLock;
 
 use crate::common::{beir_set, fixture};
 
+#[path = "../../git.rs"]
+mod git;
+use git::git;
+
 /// The run's folders: `repo` (a git repository of its own, the working directory), `inputs`
 /// (written by the test) and `out` (everything lsr wrote).
 struct Run {
@@ -52,19 +56,6 @@ fn lsr_in(run: &Run, args: &[&str]) {
         "lsr {args:?}: {}",
         String::from_utf8_lossy(&output.stderr)
     );
-}
-
-/// `git args` in `dir`, if git is installed and succeeds.
-fn git(dir: &Path, args: &[&str]) -> Option<String> {
-    let output = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .ok()?;
-    output
-        .status
-        .success()
-        .then(|| String::from_utf8_lossy(&output.stdout).trim().to_string())
 }
 
 fn matrix_text(run: &Run) -> String {

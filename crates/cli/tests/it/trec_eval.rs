@@ -5,31 +5,26 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use crate::common::{beir_set, fixture, lsr, stdout_of};
+use crate::common::{beir_set, fixture, lsr, stdout_of, succeeded};
 
 #[test]
 fn means_match_pytrec_eval_at_trec_dl_relevance_level() {
-    let out = lsr()
-        .args([
-            "trec-eval",
-            "--run",
-            &fixture("trec_eval/run.txt"),
-            "--qrels",
-            &fixture("trec_eval/qrels.graded.txt"),
-        ])
-        .args([
-            "--measures",
-            "ndcg_cut_10,mrr@10,recall_100",
-            "--relevance-level",
-            "2",
-            "--json",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = succeeded(
+        lsr()
+            .args([
+                "trec-eval",
+                "--run",
+                &fixture("trec_eval/run.txt"),
+                "--qrels",
+                &fixture("trec_eval/qrels.graded.txt"),
+            ])
+            .args([
+                "--measures",
+                "ndcg_cut_10,mrr@10,recall_100",
+                "--relevance-level",
+                "2",
+                "--json",
+            ]),
     );
     let got: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let expected: serde_json::Value =

@@ -53,6 +53,13 @@ fn write_beir(root: &Path) {
     std::fs::write(dir.join("qrels/test.tsv"), qrels).unwrap();
 }
 
+/// The ModernBERT fixture at k = 4, on flex, at most 64 tokens.
+fn modernbert_k4() -> SpladeEncoder {
+    let checkpoint = fixtures_dir().join("modernbert");
+    let backbone = Backbone::load(checkpoint.to_str().unwrap(), &Device::flex(), 64).unwrap();
+    SpladeEncoder::new(backbone, 4.0, RescaleMode::Shared).unwrap()
+}
+
 fn vectors(path: &Path) -> Vec<(String, Vec<(u32, f32)>)> {
     let mut all = Vec::new();
     read_vectors(path, |id, terms| {
@@ -70,13 +77,7 @@ fn index_retrieval_matches_brute_force_dot_products() {
     let dataset = Dataset::resolve("beir/tiny", root.path())
         .unwrap()
         .remove(0);
-    let backbone = Backbone::load(
-        fixtures_dir().join("modernbert").to_str().unwrap(),
-        &Device::flex(),
-        64,
-    )
-    .unwrap();
-    let encoder = SpladeEncoder::new(backbone, 4.0, RescaleMode::Shared).unwrap();
+    let encoder = modernbert_k4();
     let measures: Vec<Measure> = ["ndcg@10", "mrr@10", "recall@100", "map"]
         .iter()
         .map(|m| Measure::parse(m).unwrap())
@@ -166,13 +167,7 @@ fn msmarco_flops_are_over_the_full_dev_queries_when_the_data_root_has_them() {
         "1\t0\t0\t1\n2\t0\t2\t1\n",
     )
     .unwrap();
-    let backbone = Backbone::load(
-        fixtures_dir().join("modernbert").to_str().unwrap(),
-        &Device::flex(),
-        64,
-    )
-    .unwrap();
-    let encoder = SpladeEncoder::new(backbone, 4.0, RescaleMode::Shared).unwrap();
+    let encoder = modernbert_k4();
     let settings = EvalSettings {
         batch_size: 2,
         query_max_length: 16,

@@ -50,3 +50,26 @@ triples = "{root}/synth/train/triples.tsv"
         root = root.display()
     )
 }
+
+/// A `[recipe]` for the small task: `steps`, the warm-ups and the checkpoint interval as given,
+/// batches of 4 and lengths that cut no synthetic text.
+pub fn recipe(
+    steps: usize,
+    warmup: usize,
+    lambda_warmup: usize,
+    checkpoint_every: usize,
+) -> String {
+    format!(
+        "[recipe]\nsteps = {steps}\nbatch_size = 4\nwarmup_steps = {warmup}\n\
+         lambda_warmup_steps = {lambda_warmup}\ncheckpoint_every = {checkpoint_every}\n\
+         query_max_length = 16\ndocument_max_length = 32\n"
+    )
+}
+
+/// A `[[backbone]]` of the miniature of `family` that `task` wrote under `root`.
+pub fn backbone(root: &Path, family: &str) -> String {
+    format!(
+        "[[backbone]]\nname = \"{family}\"\ncheckpoint = \"{}/models/{family}\"\n",
+        root.display()
+    )
+}

@@ -28,30 +28,12 @@ fn matrix_text(root: &Path, probe: &str, validation: bool) -> String {
         String::new()
     };
     let head = common::head(root, "tiny", "[1, 4]", r#"["ndcg@10"]"#);
-    format!(
-        r#"{head}
-{validation}
-{probe}
-
-[recipe]
-steps = 8
-batch_size = 4
-warmup_steps = 2
-lambda_warmup_steps = 4
-checkpoint_every = 4
-query_max_length = 16
-document_max_length = 32
-
-[[backbone]]
-name = "bert"
-checkpoint = "{root}/models/bert"
-
-[[backbone]]
-name = "modernbert"
-checkpoint = "{root}/models/modernbert"
-"#,
-        root = root.display()
-    )
+    let (recipe, bert, modernbert) = (
+        common::recipe(8, 2, 4, 4),
+        common::backbone(root, "bert"),
+        common::backbone(root, "modernbert"),
+    );
+    format!("{head}\n{validation}\n{probe}\n\n{recipe}\n{bert}\n{modernbert}")
 }
 
 fn load(root: &Path, probe: &str, validation: bool) -> lsr_matrix::Result<Matrix> {

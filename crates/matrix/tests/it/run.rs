@@ -26,23 +26,9 @@ query_max_length = 16
 document_max_length = 32
 batch_size = 16
 
-[recipe]
-steps = 4
-batch_size = 4
-warmup_steps = 1
-lambda_warmup_steps = 1
-checkpoint_every = 2
-query_max_length = 16
-document_max_length = 32
-
-[[backbone]]
-name = "bert"
-checkpoint = "{root}/models/bert"
-
-[[backbone]]
-name = "modernbert"
-checkpoint = "{root}/models/modernbert"
-k = [16]
+{recipe}
+{bert}
+{modernbert}k = [16]
 
 [[backbone]]
 name = "broken"
@@ -68,7 +54,10 @@ lambda_d = 1e4
 lambda_warmup_steps = 0
 collapse_patience = 1
 "#,
-        root = root.display()
+        root = root.display(),
+        recipe = common::recipe(4, 1, 1, 2),
+        bert = common::backbone(root, "bert"),
+        modernbert = common::backbone(root, "modernbert"),
     );
     let path = root.join("tiny.toml");
     std::fs::write(&path, text).unwrap();
