@@ -45,6 +45,37 @@ pub enum BenchCommand {
     Reduce(ReduceBench),
 }
 
+/// How a device bench repeats its work, where it runs and how it reports; each bench has its
+/// own counts.
+#[derive(Args)]
+pub struct Repeat<const WARMUP: usize, const ITERATIONS: usize> {
+    /// Untimed runs first (kernel compilation, autotune, caches).
+    #[arg(long, default_value_t = WARMUP)]
+    warmup: usize,
+    /// Timed runs.
+    #[arg(long, default_value_t = ITERATIONS, value_parser = crate::values::at_least_one)]
+    iterations: usize,
+    /// flex, wgpu[:N] or cuda[:N]; default: `$LSR_DEVICE`, else the best backend that starts here.
+    #[arg(long)]
+    device: Option<String>,
+    /// One JSON object instead of a line.
+    #[arg(long)]
+    json: bool,
+}
+
+impl<const WARMUP: usize, const ITERATIONS: usize> Repeat<WARMUP, ITERATIONS> {
+    /// The device asked for, and the harness that times work there.
+    fn start(&self) -> Result<(Device, Harness)> {
+        let device = parse_device(self.device.as_deref())?;
+        let harness = Harness {
+            device: device.clone(),
+            warmup: self.warmup,
+            iterations: self.iterations,
+        };
+        Ok((device, harness))
+    }
+}
+
 #[derive(Args)]
 pub struct ReduceBench {
     /// Rows of the column sum (tokens of a micro-batch: 64 documents × 256).
@@ -62,14 +93,8 @@ pub struct ReduceBench {
     /// Vocabulary terms of the SPLADE max (one head tile).
     #[arg(long, default_value_t = lsr_splade::HEAD_TILE, value_parser = crate::values::at_least_one)]
     terms: usize,
-    #[arg(long, default_value_t = 2)]
-    warmup: usize,
-    #[arg(long, default_value_t = 10, value_parser = crate::values::at_least_one)]
-    iterations: usize,
-    #[arg(long)]
-    device: Option<String>,
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    repeat: Repeat<2, 10>,
 }
 
 #[derive(Serialize)]
@@ -104,14 +129,8 @@ pub struct MatmulBench {
     /// f32 (cubecl may use TF32 tensor cores) or bf16-mixed (bf16 operands and result).
     #[arg(long, default_value = "f32")]
     precision: Precision,
-    #[arg(long, default_value_t = 2)]
-    warmup: usize,
-    #[arg(long, default_value_t = 10, value_parser = crate::values::at_least_one)]
-    iterations: usize,
-    #[arg(long)]
-    device: Option<String>,
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    repeat: Repeat<2, 10>,
 }
 
 #[derive(Serialize)]
@@ -184,14 +203,6 @@ pub struct EncodeBench {
     batch: usize,
     #[arg(long, default_value_t = 128, value_parser = crate::values::at_least_one)]
     seq_len: usize,
-    /// Untimed batches first (kernel compilation, autotune, caches).
-    #[arg(long, default_value_t = 1)]
-    warmup: usize,
-    #[arg(long, default_value_t = 5, value_parser = crate::values::at_least_one)]
-    iterations: usize,
-    /// flex, wgpu[:N] or cuda[:N]; default: `$LSR_DEVICE`, else the best backend that starts here.
-    #[arg(long)]
-    device: Option<String>,
     /// f32 or bf16-mixed.
     #[arg(long, default_value = "f32")]
     precision: Precision,
@@ -199,8 +210,8 @@ pub struct EncodeBench {
     /// logits at once, as without tiles).
     #[arg(long, default_value_t = lsr_splade::encoder::HEAD_TILE, value_parser = crate::values::at_least_one)]
     head_tile: usize,
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    repeat: Repeat<1, 5>,
 }
 
 #[derive(Args)]
@@ -212,19 +223,11 @@ pub struct TrainStepBench {
     query_len: usize,
     #[arg(long, default_value_t = 128, value_parser = crate::values::at_least_one)]
     document_len: usize,
-    /// Untimed steps first (kernel compilation, autotune, caches).
-    #[arg(long, default_value_t = 1)]
-    warmup: usize,
-    #[arg(long, default_value_t = 3, value_parser = crate::values::at_least_one)]
-    iterations: usize,
-    /// flex, wgpu[:N] or cuda[:N]; default: `$LSR_DEVICE`, else the best backend that starts here.
-    #[arg(long)]
-    device: Option<String>,
     /// f32 or bf16-mixed (f32 weights and AdamW state either way).
     #[arg(long, default_value = "f32")]
     precision: Precision,
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    repeat: Repeat<1, 3>,
 }
 
 #[derive(Serialize)]
@@ -279,13 +282,13 @@ fn timed<T>(run: impl FnOnce() -> T) -> (T, f64) {
 
 /// How every device bench times its work: `warmup` untimed runs (kernel compilation, autotune,
 /// caches), then `iterations` timed ones.
-struct Harness<'a> {
-    device: &'a Device,
+struct Harness {
+    device: Device,
     warmup: usize,
     iterations: usize,
 }
 
-impl Harness<'_> {
+impl Harness {
     /// The mean seconds of one timed run of `work`. Each run's result is held until the device
     /// has finished, so that no backend may skip or defer work whose result nobody holds (work
     /// whose results would not fit in memory together drops them itself).
@@ -406,7 +409,7 @@ fn synthetic_tokens(batch: usize, len: usize) -> TokenBatch {
 }
 
 fn train_step(args: TrainStepBench) -> Result<()> {
-    let device = parse_device(args.device.as_deref())?;
+    let (device, harness) = args.repeat.start()?;
     let model = bert_base(&device.clone().autodiff())?;
     let recipe = Recipe {
         batch_size: args.queries,
@@ -420,11 +423,6 @@ fn train_step(args: TrainStepBench) -> Result<()> {
         queries: synthetic_tokens(args.queries, args.query_len),
         documents: synthetic_tokens(2 * args.queries, args.document_len),
     };
-    let harness = Harness {
-        device: &device,
-        warmup: args.warmup,
-        iterations: args.iterations,
-    };
     // `step` reads its metrics back from the device, so it returns when the step is done.
     let seconds_per_step = harness.seconds(|| {
         trainer.step(std::slice::from_ref(&batch));
@@ -437,12 +435,12 @@ fn train_step(args: TrainStepBench) -> Result<()> {
         documents: 2 * args.queries,
         query_len: args.query_len,
         document_len: args.document_len,
-        iterations: args.iterations,
+        iterations: args.repeat.iterations,
         seconds_per_step,
         peak_rss_mib: peak_rss_mib(),
         device_reserved_mib: reserved_mib(&device),
     };
-    print(&report, args.json, |report| {
+    print(&report, args.repeat.json, |report| {
         format!(
             "train step ({} queries x {}, {} documents x {}) on {} ({} products): {:.3} s/step, \
              peak RSS {}",
@@ -460,14 +458,9 @@ fn train_step(args: TrainStepBench) -> Result<()> {
 
 fn encode(args: EncodeBench) -> Result<()> {
     anyhow::ensure!(args.head_tile > 0, "--head-tile must be at least 1");
-    let device = parse_device(args.device.as_deref())?;
+    let (device, harness) = args.repeat.start()?;
     let model = bert_base(&device)?.with_precision(args.precision);
     let (ids, mask) = synthetic_tokens(args.batch, args.seq_len).to_tensors(&device);
-    let harness = Harness {
-        device: &device,
-        warmup: args.warmup,
-        iterations: args.iterations,
-    };
     let seconds = harness.seconds(|| {
         let vectors = encode_pooled_tiles(&model, ids.clone(), mask.clone(), args.head_tile);
         // Reading the result back waits for the device to finish.
@@ -479,13 +472,13 @@ fn encode(args: EncodeBench) -> Result<()> {
         matmul: products_on(&device),
         batch: args.batch,
         seq_len: args.seq_len,
-        iterations: args.iterations,
+        iterations: args.repeat.iterations,
         seconds_per_batch: seconds,
         sequences_per_second: args.batch as f64 / seconds,
         peak_rss_mib: peak_rss_mib(),
         device_reserved_mib: reserved_mib(&device),
     };
-    print(&report, args.json, |report| {
+    print(&report, args.repeat.json, |report| {
         format!(
             "encode {}x{} on {} ({} products): {:.3} s/batch, {:.1} sequences/s, peak RSS {}",
             report.batch,
@@ -501,7 +494,7 @@ fn encode(args: EncodeBench) -> Result<()> {
 
 fn matmul(args: MatmulBench) -> Result<()> {
     use burn::tensor::Distribution;
-    let device = parse_device(args.device.as_deref())?;
+    let (device, harness) = args.repeat.start()?;
     let dtype = args.precision.compute();
     let random = |shape: [usize; 2]| {
         Tensor::<2>::random(shape, Distribution::Normal(0.0, 1.0), &device).cast(dtype)
@@ -511,11 +504,6 @@ fn matmul(args: MatmulBench) -> Result<()> {
         random([args.n, args.k]).transpose()
     } else {
         random([args.k, args.n])
-    };
-    let harness = Harness {
-        device: &device,
-        warmup: args.warmup,
-        iterations: args.iterations,
     };
     // Each product dropped at once: ten `[m, n]` results would not fit together.
     let seconds = harness.seconds(|| drop(precision::matmul(lhs.clone(), rhs.clone())))?;
@@ -530,7 +518,7 @@ fn matmul(args: MatmulBench) -> Result<()> {
         seconds,
         tflops: 2.0 * (args.m * args.k * args.n) as f64 / seconds / 1e12,
     };
-    print(&report, args.json, |report| {
+    print(&report, args.repeat.json, |report| {
         format!(
             "matmul [{}, {}]·[{}, {}]{} in {} on {} ({}): {:.3} ms, {:.1} TFLOP/s",
             report.m,
@@ -553,7 +541,7 @@ fn matmul(args: MatmulBench) -> Result<()> {
 
 fn reduce(args: ReduceBench) -> Result<()> {
     use burn::tensor::Distribution;
-    let device = parse_device(args.device.as_deref())?;
+    let (device, harness) = args.repeat.start()?;
     let block = lsr_backbone::norm::row_block(args.rows);
     let columns = Tensor::<2>::random([args.rows, args.width], Distribution::Default, &device);
     let logits = Tensor::<3>::random(
@@ -561,11 +549,6 @@ fn reduce(args: ReduceBench) -> Result<()> {
         Distribution::Default,
         &device,
     );
-    let harness = Harness {
-        device: &device,
-        warmup: args.warmup,
-        iterations: args.iterations,
-    };
     let ms = |work: &dyn Fn() -> Tensor<1>| harness.seconds(work).map(|s| s * 1e3);
     let [rows, width] = [args.rows, args.width];
     let report = ReduceReport {
@@ -587,7 +570,7 @@ fn reduce(args: ReduceBench) -> Result<()> {
         terms: args.terms,
         token_max_ms: ms(&|| logits.clone().max_dim(1).flatten(0, 2))?,
     };
-    print(&report, args.json, |report| {
+    print(&report, args.repeat.json, |report| {
         format!(
             "on {}: column sum [{rows}, {width}] {:.3} ms in one pass, {:.3} ms in two (blocks \
              of {block}); max over {} tokens of [{}, {}, {}] {:.3} ms",

@@ -188,34 +188,8 @@ pub fn run(args: CheckArgs) -> Result<()> {
     let bounds = tolerance.step(&args.fixtures)?;
     for family in ["bert", "modernbert"] {
         let step = step_deviation(&args.fixtures, family, None, &train_device, args.precision)?;
-        let worst = step.scalars.iter().max_by(|a, b| {
-            let rel = |s: &(String, f64, f64)| (s.1 - s.2).abs() / s.2.abs().max(1.0);
-            rel(a).total_cmp(&rel(b))
-        });
-        let detail = worst.map_or(String::new(), |(n, o, t)| {
-            format!("worst {n}: {o} vs PyTorch {t}")
-        });
-        items.push(Item::new(
-            family,
-            "train step: loss terms (relative)",
-            step.max_scalar_rel(),
-            bounds.scalars,
-            detail,
-        ));
-        let all_compared = step.params_compared == step.params_named;
-        let (what, value) = bounds.weights_by.judge(&step);
-        let value = if all_compared { value } else { f64::INFINITY };
-        let detail = format!(
-            "{} of {} parameters; largest |Δ| {:.1e} in {}; update off by {:.1e} (relative L2)",
-            step.params_compared,
-            step.params_named,
-            step.max_param_abs,
-            step.worst_param,
-            step.update_rel_l2
-        );
-        items.push(Item::new(family, what, value, bounds.weights, detail));
+        items.extend(step_items(family, &step, &bounds));
     }
-
     let report = Report {
         device: format!("{device:?}"),
         precision: args.precision,
@@ -223,21 +197,7 @@ pub fn run(args: CheckArgs) -> Result<()> {
         pass: items.iter().all(|i| i.pass),
         items,
     };
-    if args.json {
-        println!("{}", serde_json::to_string(&report)?);
-    } else {
-        println!(
-            "parity on {} in {} (tolerance: {:?})",
-            report.device, report.precision, report.tolerance
-        );
-        for item in &report.items {
-            let verdict = if item.pass { "ok  " } else { "FAIL" };
-            println!(
-                "{verdict} {:<26} {:<34} max |Δ| {:.2e} (≤ {:.0e})  {}",
-                item.name, item.what, item.max_abs, item.bound, item.detail
-            );
-        }
-    }
+    report.print(args.json)?;
     if !report.pass {
         bail!(
             "{} of {} comparisons out of tolerance on {}",
@@ -247,6 +207,61 @@ pub fn run(args: CheckArgs) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// A training step against PyTorch's: its loss terms, then its updated weights.
+fn step_items(family: &str, step: &StepDeviation, bounds: &StepBounds) -> [Item; 2] {
+    let worst = step.scalars.iter().max_by(|a, b| {
+        let rel = |s: &(String, f64, f64)| (s.1 - s.2).abs() / s.2.abs().max(1.0);
+        rel(a).total_cmp(&rel(b))
+    });
+    let detail = worst.map_or(String::new(), |(n, o, t)| {
+        format!("worst {n}: {o} vs PyTorch {t}")
+    });
+    let scalars = Item::new(
+        family,
+        "train step: loss terms (relative)",
+        step.max_scalar_rel(),
+        bounds.scalars,
+        detail,
+    );
+    let all_compared = step.params_compared == step.params_named;
+    let (what, value) = bounds.weights_by.judge(step);
+    let value = if all_compared { value } else { f64::INFINITY };
+    let detail = format!(
+        "{} of {} parameters; largest |Δ| {:.1e} in {}; update off by {:.1e} (relative L2)",
+        step.params_compared,
+        step.params_named,
+        step.max_param_abs,
+        step.worst_param,
+        step.update_rel_l2
+    );
+    [
+        scalars,
+        Item::new(family, what, value, bounds.weights, detail),
+    ]
+}
+
+impl Report {
+    /// One JSON object, or a line per comparison.
+    fn print(&self, json: bool) -> Result<()> {
+        if json {
+            println!("{}", serde_json::to_string(self)?);
+            return Ok(());
+        }
+        println!(
+            "parity on {} in {} (tolerance: {:?})",
+            self.device, self.precision, self.tolerance
+        );
+        for item in &self.items {
+            let verdict = if item.pass { "ok  " } else { "FAIL" };
+            println!(
+                "{verdict} {:<26} {:<34} max |Δ| {:.2e} (≤ {:.0e})  {}",
+                item.name, item.what, item.max_abs, item.bound, item.detail
+            );
+        }
+        Ok(())
+    }
 }
 
 /// Every fixture with transformers' outputs, in name order.

@@ -9,10 +9,10 @@ use std::process::ExitCode;
 use anyhow::{Result, bail};
 use clap::{Args, Subcommand};
 use lsr_files::resolved;
+use lsr_files::stop::{INTERRUPTED_EXIT_CODE, requested, stop_on_signals};
 use lsr_matrix::probe::{ProbeState, finished, run_probes};
 use lsr_matrix::slurm::{SlurmOptions, job_array};
 use lsr_matrix::{CellState, Matrix, RunOptions, Variant, run_cells};
-use lsr_train::stop::{INTERRUPTED_EXIT_CODE, requested, stop_on_signals};
 
 #[derive(Subcommand)]
 pub enum MatrixCommand {
@@ -132,102 +132,107 @@ pub struct SlurmArgs {
     parallel: Option<usize>,
 }
 
-/// Runs the subcommand; the exit code is 75 when a stop request ended `run` early.
+/// Runs the subcommand; the exit code is 75 when a stop request ended `run` or `probe` early.
 pub fn run(command: MatrixCommand) -> Result<ExitCode> {
     match command {
-        MatrixCommand::List(spec) => {
-            let matrix = spec.load()?;
-            for cell in &matrix.cells {
-                println!(
-                    "{}\t{}\t{}\t{}",
-                    cell.id, cell.backbone, cell.k, cell.config.model.checkpoint
-                );
-            }
-        }
+        MatrixCommand::List(spec) => list(&spec.load()?),
         MatrixCommand::Status { spec, json } => status(&spec.open()?, json)?,
         MatrixCommand::Probe { spec, backbone } => {
-            let matrix = spec.open()?;
-            stop_on_signals()?;
-            for (name, state) in run_probes(&matrix, backbone.as_deref())? {
-                match state {
-                    ProbeState::Done(p) => eprintln!(
-                        "== probe {name}: k = {} (head-norm rule: k = {})",
-                        p.chosen_k, p.norm_rule.k
-                    ),
-                    ProbeState::Busy => eprintln!("== probe {name}: another process has it"),
-                    ProbeState::Interrupted => eprintln!("== probe {name}: interrupted"),
-                }
-            }
-            if requested() {
-                eprintln!("stopped on request; run again to continue");
-                return Ok(ExitCode::from(INTERRUPTED_EXIT_CODE));
-            }
+            return probe(&spec.open()?, backbone.as_deref());
         }
-        MatrixCommand::Run(args) => {
-            let matrix = args.spec.open()?;
-            eprintln!("results: {}", resolved(&matrix.results));
-            let options = RunOptions {
-                cell: args.cell,
-                force: args.force,
-                k_from_probe: args.k_from.is_some(),
-            };
-            stop_on_signals()?;
-            let states = run_cells(&matrix, &options)?;
-            if requested() {
-                eprintln!("stopped on request; run again to continue");
-                return Ok(ExitCode::from(INTERRUPTED_EXIT_CODE));
-            }
-            let failed: Vec<&str> = states
-                .iter()
-                .filter(|(_, s)| *s == CellState::Failed)
-                .map(|(id, _)| id.as_str())
-                .collect();
-            if !failed.is_empty() {
-                bail!(
-                    "{} cell(s) failed: {} (see failure.json in their results directories)",
-                    failed.len(),
-                    failed.join(", ")
-                );
-            }
-        }
+        MatrixCommand::Run(args) => return run_matrix(args),
         MatrixCommand::Verify { spec, against } => verify(&spec.load()?, against.as_deref())?,
-        MatrixCommand::Slurm(args) => {
-            let matrix = args.spec.open()?;
-            if !Path::new(&args.lsr).is_file() {
-                eprintln!(
-                    "warning: no lsr binary at {}; the tasks run `--lsr` as the nodes see it",
-                    resolved(Path::new(&args.lsr))
-                );
-            }
-            let options = SlurmOptions {
-                partition: args.partition,
-                gpus: args.gpus,
-                cpus: args.cpus,
-                memory: args.mem,
-                time: args.time,
-                lsr: args.lsr,
-                parallel: args.parallel,
-            };
-            let (script, cells) = job_array(&matrix, &options)?;
-            if cells.is_empty() {
-                eprintln!("every cell is done or collapsed: nothing to submit");
-                return Ok(ExitCode::SUCCESS);
-            }
-            match args.out {
-                Some(path) => {
-                    lsr_files::write_bytes(&path, script.as_bytes())?;
-                    eprintln!(
-                        "{} cells → {} (submit with: sbatch {})",
-                        cells.len(),
-                        path.display(),
-                        path.display()
-                    );
-                }
-                None => print!("{script}"),
-            }
-        }
+        MatrixCommand::Slurm(args) => slurm(args)?,
     }
     Ok(ExitCode::SUCCESS)
+}
+
+fn list(matrix: &Matrix) {
+    for cell in &matrix.cells {
+        let checkpoint = &cell.config.model.checkpoint;
+        println!("{}\t{}\t{}\t{checkpoint}", cell.id, cell.backbone, cell.k);
+    }
+}
+
+/// Code 75 where a stop request ended the work early, else success.
+fn stopped_or_done() -> ExitCode {
+    if requested() {
+        eprintln!("stopped on request; run again to continue");
+        return ExitCode::from(INTERRUPTED_EXIT_CODE);
+    }
+    ExitCode::SUCCESS
+}
+
+fn probe(matrix: &Matrix, backbone: Option<&str>) -> Result<ExitCode> {
+    stop_on_signals()?;
+    for (name, state) in run_probes(matrix, backbone)? {
+        match state {
+            ProbeState::Done(p) => eprintln!(
+                "== probe {name}: k = {} (head-norm rule: k = {})",
+                p.chosen_k, p.norm_rule.k
+            ),
+            ProbeState::Busy => eprintln!("== probe {name}: another process has it"),
+            ProbeState::Interrupted => eprintln!("== probe {name}: interrupted"),
+        }
+    }
+    Ok(stopped_or_done())
+}
+
+fn run_matrix(args: RunArgs) -> Result<ExitCode> {
+    let matrix = args.spec.open()?;
+    eprintln!("results: {}", resolved(&matrix.results));
+    let options = RunOptions {
+        cell: args.cell,
+        force: args.force,
+        k_from_probe: args.k_from.is_some(),
+    };
+    stop_on_signals()?;
+    let states = run_cells(&matrix, &options)?;
+    if requested() {
+        return Ok(stopped_or_done());
+    }
+    let failed: Vec<&str> = (states.iter())
+        .filter(|(_, s)| *s == CellState::Failed)
+        .map(|(id, _)| id.as_str())
+        .collect();
+    if !failed.is_empty() {
+        bail!(
+            "{} cell(s) failed: {} (see failure.json in their results directories)",
+            failed.len(),
+            failed.join(", ")
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn slurm(args: SlurmArgs) -> Result<()> {
+    let matrix = args.spec.open()?;
+    if !Path::new(&args.lsr).is_file() {
+        eprintln!(
+            "warning: no lsr binary at {}; the tasks run `--lsr` as the nodes see it",
+            resolved(Path::new(&args.lsr))
+        );
+    }
+    let options = SlurmOptions {
+        partition: args.partition,
+        gpus: args.gpus,
+        cpus: args.cpus,
+        memory: args.mem,
+        time: args.time,
+        lsr: args.lsr,
+        parallel: args.parallel,
+    };
+    let (script, cells) = job_array(&matrix, &options)?;
+    match (cells.is_empty(), args.out) {
+        (true, _) => eprintln!("every cell is done or collapsed: nothing to submit"),
+        (false, Some(path)) => {
+            lsr_files::write_bytes(&path, script.as_bytes())?;
+            let (n, path) = (cells.len(), path.display());
+            eprintln!("{n} cells → {path} (submit with: sbatch {path})");
+        }
+        (false, None) => print!("{script}"),
+    }
+    Ok(())
 }
 
 /// `lsr matrix verify`: what was checked on stderr, each problem on stdout.

@@ -200,26 +200,11 @@ fn write_ciff(
     budget: usize,
     out: &Path,
 ) -> Result<usize> {
-    let mut df = vec![0usize; vocabulary.len()];
-    let mut num_docs = 0usize;
-    let mut total_terms = 0i64;
-    read_vectors(vectors, |_, terms| {
-        num_docs += 1;
-        for &(t, w) in terms {
-            let slot = df.get_mut(t as usize).ok_or_else(|| EvalError::File {
-                path: vectors.to_path_buf(),
-                message: format!(
-                    "term {t} is beyond the vocabulary of {} tokens",
-                    vocabulary.len()
-                ),
-            })?;
-            if quantize(w, factor) > 0 {
-                *slot += 1;
-                total_terms += 1;
-            }
-        }
-        Ok(())
-    })?;
+    let Postings {
+        df,
+        num_docs,
+        total_terms,
+    } = count_postings(vectors, vocabulary.len(), factor)?;
     let mut terms: Vec<u32> = (0..vocabulary.len() as u32)
         .filter(|&t| df[t as usize] > 0)
         .collect();
@@ -280,6 +265,40 @@ fn write_ciff(
         records.map(drop)
     })?;
     Ok(num_docs)
+}
+
+/// What CIFF's header and the batching of postings lists need from a first pass.
+struct Postings {
+    /// Per term id, its documents with a non-zero impact.
+    df: Vec<usize>,
+    num_docs: usize,
+    /// Non-zero impacts over the collection.
+    total_terms: i64,
+}
+
+/// One pass over `vectors`, whose term ids must be within a vocabulary of `vocabulary` terms.
+fn count_postings(vectors: &Path, vocabulary: usize, factor: f32) -> Result<Postings> {
+    let mut df = vec![0usize; vocabulary];
+    let (mut num_docs, mut total_terms) = (0usize, 0i64);
+    read_vectors(vectors, |_, terms| {
+        num_docs += 1;
+        for &(t, w) in terms {
+            let slot = df.get_mut(t as usize).ok_or_else(|| EvalError::File {
+                path: vectors.to_path_buf(),
+                message: format!("term {t} is beyond the vocabulary of {vocabulary} tokens"),
+            })?;
+            if quantize(w, factor) > 0 {
+                *slot += 1;
+                total_terms += 1;
+            }
+        }
+        Ok(())
+    })?;
+    Ok(Postings {
+        df,
+        num_docs,
+        total_terms,
+    })
 }
 
 /// The postings (docid, impact) of each of `terms`, in docid order, from one pass.

@@ -152,56 +152,21 @@ pub fn report(
         .collect();
     let level = options.relevance_level;
     let evaluation = evaluate(&run, qrels, &measures, level, options.complete);
-    let counts = |query: &str| {
-        let judgements = &qrels.queries[query];
-        let docs = run.queries.get(query).map(Vec::as_slice).unwrap_or(&[]);
-        let judged = judged_ranking(docs, judgements);
-        let num_relevant = judgements.values().filter(|&&g| g >= level).count();
-        let ranking = Ranking {
-            judged: &judged,
-            judgements,
-            level,
-            num_relevant,
-        };
-        Counts {
-            ret: docs.len(),
-            rel: num_relevant,
-            rel_ret: judged
-                .iter()
-                .filter(|g| g.is_some_and(|g| g >= level))
-                .count(),
-            nonrel_judged_ret: ranking.nonrelevant_judged_retrieved(),
-            relstring: ranking.relstring(),
-        }
-    };
     // Every query evaluated, once, with its counts.
-    let evaluated: Vec<(&String, Counts)> = qrels
-        .queries
-        .keys()
+    let evaluated: Vec<(&String, Counts)> = (qrels.queries.keys())
         .filter(|q| run.queries.get(*q).is_some_and(|docs| !docs.is_empty()))
-        .map(|q| (q, counts(q)))
+        .map(|q| (q, Counts::of(&run, qrels, q, level)))
         .collect();
     let mut out = String::new();
     if options.per_query {
         for (query, counts) in &evaluated {
-            for item in &items {
-                let value = match item {
-                    // trec_eval prints these, and the geometric means, only over all queries.
-                    Item::RunId | Item::NumQ => continue,
-                    Item::Measure(m) if geometric(m) => continue,
-                    Item::NumRet => Value::Count(counts.ret),
-                    Item::NumRel => Value::Count(counts.rel),
-                    Item::NumRelRet => Value::Count(counts.rel_ret),
-                    Item::NumNonrelJudgedRet => Value::Count(counts.nonrel_judged_ret),
-                    Item::RelString => Value::Text(format!("'{}'", counts.relstring)),
-                    Item::Measure(m) => Value::Real(evaluation.per_query[*query][&m.name()]),
-                };
-                line(&mut out, &name(*item), query, value);
+            let values = per_query_values(&items, counts, &evaluation.per_query[*query]);
+            for (item, value) in values {
+                line(&mut out, &name(item), query, value);
             }
         }
     }
-    let sum =
-        |pick: fn(&Counts) -> usize| -> usize { evaluated.iter().map(|(_, c)| pick(c)).sum() };
+    let sum = |pick: fn(&Counts) -> usize| evaluated.iter().map(|(_, c)| pick(c)).sum();
     for item in &items {
         let value = match item {
             Item::RunId => Value::Text(run.tag.clone().unwrap_or_default()),
@@ -209,9 +174,7 @@ pub fn report(
             Item::NumRet => Value::Count(sum(|c| c.ret)),
             // trec_eval 9.0.8 recounts every judged query under -c, at grade > 0.
             Item::NumRel if options.complete => Value::Count(
-                qrels
-                    .queries
-                    .values()
+                (qrels.queries.values())
                     .map(|j| j.values().filter(|&&g| g > 0).count())
                     .sum(),
             ),
@@ -225,6 +188,53 @@ pub fn report(
         line(&mut out, &name(*item), "all", value);
     }
     Ok(out)
+}
+
+/// A query's lines: its counts and measures, without what trec_eval prints only over all
+/// queries (the run id, the query count, the geometric means).
+fn per_query_values(
+    items: &[Item],
+    counts: &Counts,
+    measures: &BTreeMap<String, f64>,
+) -> Vec<(Item, Value)> {
+    let value = |item: &Item| match item {
+        Item::RunId | Item::NumQ => None,
+        Item::Measure(m) if geometric(m) => None,
+        Item::NumRet => Some(Value::Count(counts.ret)),
+        Item::NumRel => Some(Value::Count(counts.rel)),
+        Item::NumRelRet => Some(Value::Count(counts.rel_ret)),
+        Item::NumNonrelJudgedRet => Some(Value::Count(counts.nonrel_judged_ret)),
+        Item::RelString => Some(Value::Text(format!("'{}'", counts.relstring))),
+        Item::Measure(m) => Some(Value::Real(measures[&m.name()])),
+    };
+    (items.iter())
+        .filter_map(|item| Some((*item, value(item)?)))
+        .collect()
+}
+
+impl Counts {
+    /// The counts of `query`, which `qrels` judges, in `run`.
+    fn of(run: &Run, qrels: &Qrels, query: &str, level: i32) -> Self {
+        let judgements = &qrels.queries[query];
+        let docs = run.queries.get(query).map(Vec::as_slice).unwrap_or(&[]);
+        let judged = judged_ranking(docs, judgements);
+        let num_relevant = judgements.values().filter(|&&g| g >= level).count();
+        let ranking = Ranking {
+            judged: &judged,
+            judgements,
+            level,
+            num_relevant,
+        };
+        Counts {
+            ret: docs.len(),
+            rel: num_relevant,
+            rel_ret: (judged.iter())
+                .filter(|g| g.is_some_and(|g| g >= level))
+                .count(),
+            nonrel_judged_ret: ranking.nonrelevant_judged_retrieved(),
+            relstring: ranking.relstring(),
+        }
+    }
 }
 
 /// Whether trec_eval averages the measure geometrically, and so prints it only over all queries.

@@ -260,11 +260,22 @@ impl TrainConfig {
 
     /// Checks every value a run depends on; training never starts on an invalid config.
     pub fn validated(self, source_name: &str) -> Result<Self> {
-        let fail = |field: &str, message: String| TrainError::Config {
-            source_name: source_name.to_string(),
-            message: format!("{field}: {message}"),
-        };
-        lsr_backbone::check_scale(self.model.k).map_err(|e| fail("model.k", e.to_string()))?;
+        let checked = (lsr_backbone::check_scale(self.model.k))
+            .map_err(|e| ("model.k", e.to_string()))
+            .and_then(|()| self.check_counts())
+            .and_then(|()| check_numbers(&self.recipe))
+            .and_then(|()| self.check_negatives());
+        match checked {
+            Ok(()) => Ok(self),
+            Err((field, message)) => Err(TrainError::Config {
+                source_name: source_name.to_string(),
+                message: format!("{field}: {message}"),
+            }),
+        }
+    }
+
+    /// Counts of at least one, the accumulation dividing the batch, the warm-up within the steps.
+    fn check_counts(&self) -> Checked {
         let r = &self.recipe;
         let mut at_least_one = vec![
             ("recipe.steps", r.steps),
@@ -287,90 +298,87 @@ impl TrainConfig {
                 ("validation.document_max_length", v.document_max_length),
             ]);
         }
-        for (field, value) in at_least_one {
-            if value == 0 {
-                return Err(fail(field, "must be at least 1, got 0".into()));
-            }
+        if let Some((field, _)) = at_least_one.into_iter().find(|(_, value)| *value == 0) {
+            return Err((field, "must be at least 1, got 0".into()));
         }
         if !r.batch_size.is_multiple_of(r.accumulation) {
-            return Err(fail(
-                "recipe.accumulation",
-                format!(
-                    "must divide batch_size {}, got {}",
-                    r.batch_size, r.accumulation
-                ),
-            ));
-        }
-        if r.negatives == 0 {
-            if r.batch_size / r.accumulation < 2 || !r.in_batch_negatives {
-                return Err(fail(
-                    "recipe.negatives",
-                    "a query without in-batch negatives (in_batch_negatives = false, or a \
-                     micro-batch of one) needs hard negatives to rank against"
-                        .into(),
-                ));
-            }
-            if r.document_flops == DocumentFlops::PositivesNegatives {
-                return Err(fail(
-                    "recipe.document_flops",
-                    "\"positives-negatives\" needs hard negatives; use \"all\" with negatives = 0"
-                        .into(),
-                ));
-            }
+            let message = format!(
+                "must divide batch_size {}, got {}",
+                r.batch_size, r.accumulation
+            );
+            return Err(("recipe.accumulation", message));
         }
         if r.warmup_steps > r.steps {
-            return Err(fail(
-                "recipe.warmup_steps",
-                format!("must not exceed steps {}, got {}", r.steps, r.warmup_steps),
-            ));
+            let message = format!("must not exceed steps {}, got {}", r.steps, r.warmup_steps);
+            return Err(("recipe.warmup_steps", message));
         }
-        let positive = [("recipe.lr", r.lr), ("recipe.eps", r.eps)];
-        for (field, value) in positive {
-            if !value.is_finite() || value <= 0.0 {
-                return Err(fail(field, format!("must be finite and > 0, got {value}")));
-            }
+        Ok(())
+    }
+
+    /// What each query is ranked against: hard negatives where nothing else is, one per line
+    /// in MS MARCO's triple files.
+    fn check_negatives(&self) -> Checked {
+        let r = &self.recipe;
+        if r.negatives == 0 && (r.batch_size / r.accumulation < 2 || !r.in_batch_negatives) {
+            let message = "a query without in-batch negatives (in_batch_negatives = false, or a \
+                           micro-batch of one) needs hard negatives to rank against";
+            return Err(("recipe.negatives", message.into()));
         }
-        let non_negative = [
-            ("recipe.weight_decay", r.weight_decay),
-            ("recipe.lambda_q", r.lambda_q),
-            ("recipe.lambda_d", r.lambda_d),
-        ];
-        for (field, value) in non_negative {
-            if !value.is_finite() || value < 0.0 {
-                return Err(fail(field, format!("must be finite and ≥ 0, got {value}")));
-            }
-        }
-        if !(r.dense_fraction > 0.0 && r.dense_fraction <= 1.0) {
-            return Err(fail(
-                "recipe.dense_fraction",
-                format!("must be in (0, 1], got {}", r.dense_fraction),
-            ));
-        }
-        for (field, value) in [("recipe.beta1", r.beta1), ("recipe.beta2", r.beta2)] {
-            if !(0.0..1.0).contains(&value) {
-                return Err(fail(field, format!("must be in [0, 1), got {value}")));
-            }
-        }
-        if let Some(norm) = r.max_grad_norm
-            && (!norm.is_finite() || norm <= 0.0)
-        {
-            return Err(fail(
-                "recipe.max_grad_norm",
-                format!("must be finite and > 0, got {norm}"),
-            ));
+        if r.negatives == 0 && r.document_flops == DocumentFlops::PositivesNegatives {
+            let message =
+                "\"positives-negatives\" needs hard negatives; use \"all\" with negatives = 0";
+            return Err(("recipe.document_flops", message.into()));
         }
         if r.negatives != 1 && !matches!(self.data, DataConfig::Jsonl { .. }) {
-            return Err(fail(
-                "recipe.negatives",
-                format!(
-                    "MS MARCO triple files have one negative per line; use the jsonl format \
-                     for {} negatives",
-                    r.negatives
-                ),
-            ));
+            let message = format!(
+                "MS MARCO triple files have one negative per line; use the jsonl format for {} \
+                 negatives",
+                r.negatives
+            );
+            return Err(("recipe.negatives", message));
         }
-        Ok(self)
+        Ok(())
     }
+}
+
+/// A setting's field and what is wrong with it.
+type Checked = std::result::Result<(), (&'static str, String)>;
+
+/// The recipe's real numbers within their ranges.
+fn check_numbers(r: &Recipe) -> Checked {
+    for (field, value) in [("recipe.lr", r.lr), ("recipe.eps", r.eps)] {
+        if !value.is_finite() || value <= 0.0 {
+            return Err((field, format!("must be finite and > 0, got {value}")));
+        }
+    }
+    let non_negative = [
+        ("recipe.weight_decay", r.weight_decay),
+        ("recipe.lambda_q", r.lambda_q),
+        ("recipe.lambda_d", r.lambda_d),
+    ];
+    for (field, value) in non_negative {
+        if !value.is_finite() || value < 0.0 {
+            return Err((field, format!("must be finite and ≥ 0, got {value}")));
+        }
+    }
+    if !(r.dense_fraction > 0.0 && r.dense_fraction <= 1.0) {
+        let message = format!("must be in (0, 1], got {}", r.dense_fraction);
+        return Err(("recipe.dense_fraction", message));
+    }
+    for (field, value) in [("recipe.beta1", r.beta1), ("recipe.beta2", r.beta2)] {
+        if !(0.0..1.0).contains(&value) {
+            return Err((field, format!("must be in [0, 1), got {value}")));
+        }
+    }
+    if let Some(norm) = r.max_grad_norm
+        && (!norm.is_finite() || norm <= 0.0)
+    {
+        return Err((
+            "recipe.max_grad_norm",
+            format!("must be finite and > 0, got {norm}"),
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

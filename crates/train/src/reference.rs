@@ -111,17 +111,32 @@ pub fn step_deviation(
         params_named: backbone.tensor_names.len(),
         update_rel_l2: f64::NAN,
     };
-    let (mut off, mut update) = (0.0f64, 0.0f64);
-    for (path, data) in parameter_values(&trainer.model, &backbone.tensor_names) {
+    let trained = parameter_values(&trainer.model, &backbone.tensor_names);
+    let trained = (trained.into_iter()).map(|(path, data)| {
         let name = &backbone
             .tensor_names
             .get(&path)
             .expect("every parameter is named")
             .name;
+        (name.clone(), data, &initial[&path])
+    });
+    compare_parameters(&mut deviation, trained, &tensor)?;
+    Ok(deviation)
+}
+
+/// Each trained parameter `(HF name, values, values before the step)` against PyTorch's: the
+/// largest |Δ| and where, and how far off the update is (relative L2).
+fn compare_parameters<'a>(
+    deviation: &mut StepDeviation,
+    trained: impl Iterator<Item = (String, burn::tensor::TensorData, &'a Vec<f32>)>,
+    tensor: &dyn Fn(&str) -> Result<FixtureTensor>,
+) -> Result<()> {
+    let (mut off, mut update) = (0.0f64, 0.0f64);
+    for (name, data, initial) in trained {
         let (shape, want) = tensor(&format!("param.{name}"))?;
         let same_shape = data.shape().to_vec() == shape;
         let got = f32_values(data);
-        for ((ours, theirs), before) in got.iter().zip(&want).zip(&initial[&path]) {
+        for ((ours, theirs), before) in got.iter().zip(&want).zip(initial) {
             off += (*ours as f64 - theirs).powi(2);
             update += (theirs - *before as f64).powi(2);
         }
@@ -135,12 +150,12 @@ pub fn step_deviation(
         };
         if diff.is_nan() || diff > deviation.max_param_abs {
             deviation.max_param_abs = diff;
-            deviation.worst_param = name.clone();
+            deviation.worst_param = name;
         }
         deviation.params_compared += 1;
     }
     deviation.update_rel_l2 = off.sqrt() / update.sqrt();
-    Ok(deviation)
+    Ok(())
 }
 
 fn f32_values(data: burn::tensor::TensorData) -> Vec<f32> {

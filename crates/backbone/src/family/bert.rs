@@ -160,24 +160,7 @@ impl Bert {
         } else {
             w.clone()
         };
-        let h = c.hidden_size;
-        let activation = Activation::from_hf(&c.hidden_act, path, "hidden_act")?;
-        let hidden_dropout = config.dropout("hidden_dropout_prob", c.hidden_dropout_prob)?;
-        let shape = PostLnShape {
-            hidden: h,
-            intermediate: c.intermediate_size,
-            heads: c.num_attention_heads,
-            eps: c.layer_norm_eps,
-            activation,
-            dropout: PostLnDropout {
-                attention_probs: config.dropout(
-                    "attention_probs_dropout_prob",
-                    c.attention_probs_dropout_prob,
-                )?,
-                attention_output: hidden_dropout,
-                output: hidden_dropout,
-            },
-        };
+        let (h, shape) = (c.hidden_size, c.layer_shape(config)?);
         let encoder = Self {
             word_embeddings: e.embedding("embeddings.word_embeddings.weight", c.vocab_size, h)?,
             position_embeddings: e.embedding(
@@ -201,26 +184,37 @@ impl Bert {
             } else {
                 Positions::Absolute
             },
-            embeddings_dropout: hidden_dropout,
+            embeddings_dropout: shape.dropout.output,
         };
-        let head = MlmHead::load(
-            w,
-            if roberta { &ROBERTA_HEAD } else { &BERT_HEAD },
-            HeadShape::biased(
-                h,
-                h,
-                c.vocab_size,
-                c.layer_norm_eps,
-                // RoBERTa's head calls `gelu` directly, whatever `hidden_act` says.
-                if roberta {
-                    Activation::Gelu
-                } else {
-                    activation
-                },
-                c.tie_word_embeddings,
-            ),
-        )?;
-        Ok((encoder, head))
+        // RoBERTa's head calls `gelu` directly, whatever `hidden_act` says.
+        let (names, activation) = match roberta {
+            true => (&ROBERTA_HEAD, Activation::Gelu),
+            false => (&BERT_HEAD, shape.activation),
+        };
+        let eps = c.layer_norm_eps;
+        let head_shape = HeadShape::biased(h, h, c.vocab_size, eps, activation, c.tie_word_embeddings);
+        Ok((encoder, MlmHead::load(w, names, head_shape)?))
+    }
+}
+
+impl BertConfig {
+    /// Each layer's shape; dropout as the config's probabilities say, where training drops.
+    fn layer_shape(&self, config: &ModelConfig) -> Result<PostLnShape> {
+        let activation = Activation::from_hf(&self.hidden_act, &config.path, "hidden_act")?;
+        let hidden_dropout = config.dropout("hidden_dropout_prob", self.hidden_dropout_prob)?;
+        let attention_probs = self.attention_probs_dropout_prob;
+        Ok(PostLnShape {
+            hidden: self.hidden_size,
+            intermediate: self.intermediate_size,
+            heads: self.num_attention_heads,
+            eps: self.layer_norm_eps,
+            activation,
+            dropout: PostLnDropout {
+                attention_probs: config.dropout("attention_probs_dropout_prob", attention_probs)?,
+                attention_output: hidden_dropout,
+                output: hidden_dropout,
+            },
+        })
     }
 }
 
