@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The miniature matrix under random SIGKILLs: runs it once undisturbed (the reference), then
-# again while killing `lsr matrix run` at seeded random times and restarting it each time. After
+# again while killing `lsr matrix run` at seeded random times, in training or in evaluation,
+# and restarting it each time. After
 # every kill no finished cell may have changed, and `lsr matrix verify` checks that each log
 # holds its steps once and in order and that no cell has more to redo than one checkpoint
 # interval; at the end, `lsr matrix verify --against` the reference checks that every cell
@@ -10,7 +11,8 @@ set -euo pipefail
 kills=${1:-24}
 seed=${2:-1}
 lsr=target/release/lsr
-mini=(experiments/mini.toml --set recipe.checkpoint_every=50)
+# Shards of 16 documents, so that kills land in evaluation too and it resumes shard by shard.
+mini=(experiments/mini.toml --set recipe.checkpoint_every=50 --set eval.shard_documents=16)
 reference=("${mini[@]}" --results results/soak-reference)
 soak=("${mini[@]}" --results results/soak)
 mkdir -p target/soak

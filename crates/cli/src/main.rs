@@ -120,7 +120,7 @@ fn main() -> ExitCode {
         Command::K(command) => norms::suggest(command).map(|()| ExitCode::SUCCESS),
         Command::Encode(args) => encode::run(args).map(|()| ExitCode::SUCCESS),
         Command::Data(command) => data::run(command).map(|()| ExitCode::SUCCESS),
-        Command::Eval(args) => eval::run(args).map(|()| ExitCode::SUCCESS),
+        Command::Eval(args) => eval::run(args),
         Command::Vectors(command) => vectors::run(command).map(|()| ExitCode::SUCCESS),
         Command::TrecEval(args) => trec_eval::run(args).map(|()| ExitCode::SUCCESS),
         Command::Evaluate(args) => trec_eval::renamed(args).map(|()| ExitCode::SUCCESS),

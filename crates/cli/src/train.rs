@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::Args;
 use lsr_backbone::parse_device;
-use lsr_train::stop::{INTERRUPTED_EXIT_CODE, stop_on_signals};
+use lsr_files::stop::{INTERRUPTED_EXIT_CODE, stop_on_signals};
 use lsr_train::{Outcome, TrainConfig};
 
 /// Exit code of a run that collapsed (a recorded result, distinct from an error's 1).

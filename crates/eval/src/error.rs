@@ -22,6 +22,12 @@ pub enum EvalError {
     UnknownMeasure(String),
     #[error("{0}")]
     Invalid(String),
+    /// A stop request ended a sharded corpus pass; its complete shards are kept.
+    #[error(
+        "stopped on request while encoding the corpus: {complete} complete shards kept in {}; run again to resume",
+        shards.display()
+    )]
+    Interrupted { shards: PathBuf, complete: usize },
 }
 
 pub type Result<T, E = EvalError> = std::result::Result<T, E>;

@@ -14,6 +14,7 @@ pub mod index;
 pub mod metrics;
 pub mod pipeline;
 mod progress;
+pub mod shards;
 pub mod trec_eval;
 mod trec_measures;
 pub mod vectors;

@@ -21,13 +21,15 @@ use crate::flops::{Sparsity, sparsity};
 use crate::index::{IndexBuilder, InvertedIndex, Sparse};
 use crate::metrics::{Evaluation, Measure, evaluate};
 use crate::progress::{counted_style, progress_bar};
+use crate::shards::{ShardPart, assemble, encode_shards};
 use crate::vectors::{Fingerprint, VectorWriter, Vocabulary};
+use indicatif::ProgressBar;
 use lsr_data::Dataset;
 use lsr_data::Qrels;
 use lsr_files::{DatasetSummary, write_json};
 
 /// Documents read ahead and sorted by length before batching, so that a batch pads little.
-const SORT_WINDOW: usize = 4096;
+pub(crate) const SORT_WINDOW: usize = 4096;
 
 /// Tokens per query and per document at evaluation unless set otherwise (`lsr eval`'s flags, a
 /// matrix's `[eval]`): naver/splade's `max_length` (`conf/train/config/splade.yaml`), which its
@@ -58,6 +60,10 @@ pub struct EvalSettings {
     /// Anserini scores an export of them (`lsr eval`'s export); the vector files keep the weights.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub quantize: Option<f32>,
+    /// Documents per corpus shard (`crate::shards`): a stop request or a kill loses at most
+    /// the shard in progress. None: one shard, and no stopping (a validation pass).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shard_documents: Option<usize>,
 }
 
 impl EvalSettings {
@@ -223,7 +229,10 @@ fn retrieve_and_evaluate(
 
 /// The terms as retrieval sees them: the weights, or with `quantize`, the integer impacts
 /// round(weight × quantize) that are not 0.
-fn impacts(terms: &[(u32, f32)], quantize: Option<f32>) -> std::borrow::Cow<'_, [(u32, f32)]> {
+pub(crate) fn impacts(
+    terms: &[(u32, f32)],
+    quantize: Option<f32>,
+) -> std::borrow::Cow<'_, [(u32, f32)]> {
     match quantize {
         None => std::borrow::Cow::Borrowed(terms),
         Some(factor) => terms
@@ -234,8 +243,8 @@ fn impacts(terms: &[(u32, f32)], quantize: Option<f32>) -> std::borrow::Cow<'_, 
     }
 }
 
-/// Encodes the corpus, streamed in windows sorted by length, into the inverted index and
-/// `corpus.vectors` (whose terms `vocabulary` names).
+/// Encodes the corpus in shards (`crate::shards`: resuming after the complete ones), then reads
+/// them in order into the inverted index and `corpus.vectors` (whose terms `vocabulary` names).
 fn index_corpus(
     encoder: &SpladeEncoder,
     dataset: &Dataset,
@@ -243,10 +252,52 @@ fn index_corpus(
     vocabulary: &Fingerprint,
     out_dir: &Path,
 ) -> Result<InvertedIndex> {
-    let tokenizer = encoder
-        .backbone
-        .tokenizer
-        .with_max_length(settings.document_max_length)?;
+    let progress = corpus_progress(dataset);
+    let (shards, count) = encode_shards(
+        encoder, dataset, settings, vocabulary, out_dir, None, &progress,
+    )?;
+    let mut builder = IndexBuilder::new(encoder.backbone.config.dims.vocab_size);
+    assemble(
+        &shards,
+        count,
+        vocabulary,
+        &mut builder,
+        settings.quantize,
+        out_dir,
+    )?;
+    progress.finish_and_clear();
+    Ok(builder.build())
+}
+
+/// `lsr eval --shard I/N`: the corpus shards of `part` encoded into `out_dir` (those already
+/// complete kept), and nothing else; returns the shards complete now, by any process, and
+/// the shards the corpus has.
+pub fn encode_corpus_part(
+    encoder: &SpladeEncoder,
+    dataset: &Dataset,
+    settings: &EvalSettings,
+    out_dir: &Path,
+    part: ShardPart,
+) -> Result<(usize, usize)> {
+    let settings = &settings.within(encoder.backbone.config.dims.max_positions, &dataset.name);
+    let vocabulary = Vocabulary::of_encoder(encoder).fingerprint();
+    let progress = corpus_progress(dataset);
+    let (shards, count) = encode_shards(
+        encoder,
+        dataset,
+        settings,
+        &vocabulary,
+        out_dir,
+        Some(part),
+        &progress,
+    )?;
+    progress.finish_and_clear();
+    Ok((shards.complete()?, count))
+}
+
+/// The corpus's progress bar, counting towards its documents where a plain-text file gives
+/// their number cheaply.
+fn corpus_progress(dataset: &Dataset) -> ProgressBar {
     let progress = progress_bar(&format!("{} corpus", dataset.name));
     if !progress.is_hidden()
         && let Some(documents) = lines_of(&dataset.corpus)
@@ -254,41 +305,12 @@ fn index_corpus(
         progress.set_length(documents);
         progress.set_style(counted_style());
     }
-    let mut builder = IndexBuilder::new(encoder.backbone.config.dims.vocab_size);
-    let mut writer = VectorWriter::create(&out_dir.join("corpus.vectors"), vocabulary)?;
-    let mut window: Vec<(String, String)> = Vec::with_capacity(SORT_WINDOW);
-    let mut flush = |window: &mut Vec<(String, String)>| -> Result<()> {
-        encode_by_length(
-            encoder,
-            &tokenizer,
-            window,
-            settings.batch_size,
-            |id, terms| {
-                builder.add(id, &impacts(terms, settings.quantize))?;
-                writer.write(id, terms)?;
-                progress.inc(1);
-                Ok(())
-            },
-        )?;
-        window.clear();
-        Ok(())
-    };
-    dataset.for_each_document(|id, text| -> Result<()> {
-        window.push((id.to_string(), text.to_string()));
-        if window.len() == SORT_WINDOW {
-            flush(&mut window)?;
-        }
-        Ok(())
-    })?;
-    flush(&mut window)?;
-    writer.finish()?;
-    progress.finish_and_clear();
-    Ok(builder.build())
+    progress
 }
 
 /// Encodes `records` (id, text) sorted by length, so that a batch pads little, and hands
 /// each vector to `each` with its id.
-fn encode_by_length(
+pub(crate) fn encode_by_length(
     encoder: &SpladeEncoder,
     tokenizer: &TextTokenizer,
     records: &mut [(String, String)],
@@ -475,6 +497,7 @@ mod tests {
                 measures: measures.clone(),
                 complete,
                 quantize: None,
+                shard_documents: None,
             };
             let evaluation =
                 retrieve_and_evaluate(&dataset, &index, &queries, &qrels, &settings, out.path())

@@ -7,6 +7,7 @@
 //! | `eval/<dataset>/` | evaluation | vectors, run, metrics, per-query metrics |
 //! | `metrics.json` | the matrix, last | every data set's report: the cell is done (or, after a collapse, evaluated) |
 //! | `failure.json` | the matrix | the error that stopped the cell (removed when retried) |
+//! | `interrupted.json` | the matrix | a stop request ended the cell's evaluation; its corpus shards resume it (removed when it runs again) |
 
 use std::path::Path;
 
@@ -17,6 +18,7 @@ use crate::status::{RunStatus, StatusFile};
 
 pub const METRICS: &str = "metrics.json";
 pub const FAILURE: &str = "failure.json";
+pub const INTERRUPTED: &str = "interrupted.json";
 pub const INFO: &str = "cell.json";
 pub const MATRIX: &str = "matrix.json";
 
@@ -80,6 +82,9 @@ pub fn cell_state(dir: &Path) -> Result<CellState> {
     }
     if dir.join(FAILURE).exists() {
         return Ok(CellState::Failed);
+    }
+    if dir.join(INTERRUPTED).exists() {
+        return Ok(CellState::Interrupted);
     }
     Ok(match status {
         None => CellState::Missing,

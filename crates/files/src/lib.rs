@@ -20,6 +20,7 @@ pub mod results;
 #[cfg(feature = "small-disk")]
 pub mod small_disk;
 pub mod status;
+pub mod stop;
 
 pub use atomic::{
     AtomicFile, write_atomically, write_bytes, write_directory, write_json, write_through_path,

@@ -1,6 +1,7 @@
-//! Stopping a run cleanly when asked: SIGTERM or SIGUSR1 (what Slurm sends before a time limit
-//! or a preemption) sets a flag that the training loop reads at each step boundary, where it
-//! writes a checkpoint and ends the run as interrupted. A second SIGTERM ends the process at
+//! Stopping cleanly when asked: SIGTERM or SIGUSR1 (what Slurm sends before a time limit or a
+//! preemption) sets a flag that training reads at each step boundary, where it writes a
+//! checkpoint and ends the run as interrupted, and evaluation after each batch of documents,
+//! where it keeps the corpus shards it finished and drops the one in progress. A second SIGTERM ends the process at
 //! once (every file lsr writes is atomic, so nothing is left half-written).
 
 use std::sync::atomic::{AtomicBool, Ordering};

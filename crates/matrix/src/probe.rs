@@ -44,7 +44,7 @@ pub fn run_probes(matrix: &Matrix, backbone: Option<&str>) -> Result<Vec<(String
         .into_iter()
         .filter(|n| backbone.is_none_or(|b| b == *n))
     {
-        if lsr_train::stop::requested() {
+        if lsr_files::stop::requested() {
             break;
         }
         let state = probe_backbone(matrix, name)?;

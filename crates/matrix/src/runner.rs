@@ -4,13 +4,14 @@ use std::path::Path;
 
 use lsr_backbone::{Backbone, Checkpoint, RescaleMode, parse_device};
 use lsr_data::Dataset;
+use lsr_eval::EvalError;
 use lsr_eval::Measure;
 use lsr_eval::pipeline::{DatasetReport, evaluate_dataset};
 use lsr_splade::{ModelCard, SpladeEncoder};
 use lsr_train::Outcome;
 use serde::Serialize;
 
-use lsr_files::layout::{FAILURE, INFO};
+use lsr_files::layout::{FAILURE, INFO, INTERRUPTED};
 use lsr_files::{CellEntry, CellInfo, CellState, MatrixSummary, OutputLock, built_from};
 
 use crate::cell::Cell;
@@ -35,8 +36,9 @@ pub struct RunOptions {
 type CellMetrics = lsr_files::CellMetrics<DatasetReport>;
 
 /// Runs the cells that are not done (or only `options.cell`), in matrix order; a collapsed or
-/// failed cell is recorded and the next one runs. A stop request ([`lsr_train::stop`]) ends the
-/// cell in training at its next step (interrupted) and starts no further cell. Returns each run
+/// failed cell is recorded and the next one runs. A stop request ([`lsr_files::stop`]) ends the
+/// cell in training at its next step, or in evaluation after the batch of documents in
+/// progress (interrupted either way), and starts no further cell. Returns each run
 /// cell's final state.
 pub fn run_cells(matrix: &Matrix, options: &RunOptions) -> Result<Vec<(String, CellState)>> {
     write_summary(matrix)?;
@@ -52,7 +54,7 @@ pub fn run_cells(matrix: &Matrix, options: &RunOptions) -> Result<Vec<(String, C
     let mut states = Vec::new();
     let locks = matrix.results.join(".locks");
     for cell in selected {
-        if lsr_train::stop::requested() {
+        if lsr_files::stop::requested() {
             break;
         }
         // Two matrix runs over one matrix split its cells: a cell another run holds is skipped.
@@ -79,12 +81,20 @@ pub fn run_cells(matrix: &Matrix, options: &RunOptions) -> Result<Vec<(String, C
             }
         }
         let failure = cell.dir().join(FAILURE);
-        if failure.exists() {
-            std::fs::remove_file(&failure).map_err(|e| MatrixError::io(&failure, e))?;
+        for record in [&failure, &cell.dir().join(INTERRUPTED)] {
+            if record.exists() {
+                std::fs::remove_file(record).map_err(|e| MatrixError::io(record, e))?;
+            }
         }
         eprintln!("== {} ({state})", cell.id);
         let state = match run_cell(matrix, cell) {
             Ok(state) => state,
+            // Stopped between batches of its corpus: the complete shards resume it.
+            Err(MatrixError::Eval(stopped @ EvalError::Interrupted { .. })) => {
+                let record = serde_json::json!({ "cell": cell.id, "stopped": stopped.to_string() });
+                write_json(&cell.dir().join(INTERRUPTED), &record)?;
+                CellState::Interrupted
+            }
             Err(error) => {
                 eprintln!("{}: failed: {error}", cell.id);
                 let record = serde_json::json!({ "cell": cell.id, "error": error.to_string() });
@@ -131,9 +141,11 @@ fn run_cell(matrix: &Matrix, cell: &Cell) -> Result<CellState> {
         Outcome::Finished { model, .. } => (model, CellState::Done),
         Outcome::Interrupted { .. } => return Ok(CellState::Interrupted),
     };
-    let metrics = evaluate(&matrix.eval, &model, &device, &cell.dir().join("eval"))?;
+    let eval = cell.dir().join("eval");
+    let metrics = evaluate(&matrix.eval, &model, &device, &eval)?;
     record_in_card(&model, &cell.id, &metrics)?;
     metrics.write(&cell.dir())?;
+    lsr_eval::shards::remove_shards(&eval)?;
     Ok(state)
 }
 

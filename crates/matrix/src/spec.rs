@@ -106,6 +106,9 @@ pub struct EvalSpec {
     /// MS MARCO's official evaluation); `false`: over the queries with results.
     #[serde(default = "complete_by_default")]
     pub complete: bool,
+    /// Documents per corpus shard: a preemption during encoding loses at most one shard.
+    #[serde(default = "default_shard_documents")]
+    pub shard_documents: usize,
 }
 
 /// Lengths of one data set (or group) over the `[eval]` ones; either may be left out.
@@ -124,6 +127,10 @@ fn default_measures() -> Vec<String> {
 
 fn default_max_length() -> usize {
     DEFAULT_MAX_LENGTH
+}
+
+fn default_shard_documents() -> usize {
+    lsr_eval::shards::DEFAULT_SHARD_DOCUMENTS
 }
 
 fn complete_by_default() -> bool {
@@ -147,6 +154,7 @@ impl EvalSpec {
             measures: measures.to_vec(),
             complete: self.complete,
             quantize: None,
+            shard_documents: Some(self.shard_documents),
         }
     }
 
@@ -312,8 +320,9 @@ impl Source<'_> {
         }
         self.check_measures(eval)?;
         self.check_tradeoff(eval, &evaluated)?;
-        self.check_length("eval.query_max_length", Some(eval.query_max_length))?;
-        self.check_length("eval.document_max_length", Some(eval.document_max_length))?;
+        self.check_at_least_one("eval.query_max_length", Some(eval.query_max_length))?;
+        self.check_at_least_one("eval.document_max_length", Some(eval.document_max_length))?;
+        self.check_at_least_one("eval.shard_documents", Some(eval.shard_documents))?;
         let mut covered: BTreeMap<String, &str> = BTreeMap::new();
         for (key, lengths) in &eval.lengths {
             let field = format!("eval.lengths.\"{key}\"");
@@ -329,12 +338,12 @@ impl Source<'_> {
                     return Err(self.fail(None, message));
                 }
             }
-            self.check_length(
+            self.check_at_least_one(
                 &format!("{field}.query_max_length"),
                 lengths.query_max_length,
             )?;
             let document = lengths.document_max_length;
-            self.check_length(&format!("{field}.document_max_length"), document)?;
+            self.check_at_least_one(&format!("{field}.document_max_length"), document)?;
         }
         Ok(())
     }
@@ -417,7 +426,7 @@ impl Source<'_> {
     }
 
     /// A length, when given, keeps at least one token (as the recipe's lengths).
-    fn check_length(&self, field: &str, value: Option<usize>) -> Result<()> {
+    fn check_at_least_one(&self, field: &str, value: Option<usize>) -> Result<()> {
         match value {
             Some(0) => Err(self.fail(None, format!("{field}: must be at least 1, got 0"))),
             _ => Ok(()),

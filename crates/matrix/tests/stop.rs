@@ -19,7 +19,7 @@ fn a_stop_request_interrupts_the_cell_in_training_and_starts_no_other() {
     std::fs::write(&file, text).unwrap();
     let matrix = Matrix::load(&file).unwrap();
 
-    lsr_train::stop::stop_on_signals().unwrap();
+    lsr_files::stop::stop_on_signals().unwrap();
     let log = matrix.cells[0].dir().join("train.csv");
     std::thread::spawn(move || {
         while std::fs::read_to_string(&log).map_or(0, |l| l.lines().count()) < 4 {

@@ -7,7 +7,7 @@
 //! step is logged to CSV; checkpoints are atomic and a run resumes from the newest one; a NaN loss
 //! or all-zero documents end the run as a recorded collapse, which is one of the paper's results.
 //! A `[validation]` set is scored every N steps through a caller's [`Validator`]. SIGTERM or
-//! SIGUSR1 (once [`stop::stop_on_signals`] is called) ends a run at the next step boundary
+//! SIGUSR1 (once [`lsr_files::stop::stop_on_signals`] is called) ends a run at the next step boundary
 //! with a checkpoint, as interrupted.
 
 pub mod checkpoint;
@@ -20,7 +20,6 @@ pub mod reference;
 pub mod run;
 pub mod schedule;
 pub mod settings;
-pub mod stop;
 pub mod trainer;
 pub mod validation;
 

@@ -38,7 +38,7 @@ pub enum Outcome {
         reason: String,
         model: Option<PathBuf>,
     },
-    /// Stopped on request ([`crate::stop`]) after `step`, with a checkpoint there: `--resume`
+    /// Stopped on request ([`lsr_files::stop`]) after `step`, with a checkpoint there: `--resume`
     /// continues it to the weights an uninterrupted run would have reached.
     Interrupted {
         step: usize,
@@ -106,7 +106,7 @@ pub fn train_validated_until<'a>(
         if let Some(collapsed) = run.step()? {
             return Ok(collapsed);
         }
-        if crate::stop::requested() && run.trainer.step < config.recipe.steps {
+        if lsr_files::stop::requested() && run.trainer.step < config.recipe.steps {
             return run.interrupt();
         }
     }

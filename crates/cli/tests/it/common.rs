@@ -2,6 +2,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
+use std::time::{Duration, Instant};
 
 use assert_cmd::Command;
 
@@ -43,4 +44,13 @@ pub fn beir_set(root: &Path, name: &str, corpus: &str, queries: &str, qrels: &st
     std::fs::write(dir.join("queries.jsonl"), queries).unwrap();
     let header = "query-id\tcorpus-id\tscore\n";
     std::fs::write(dir.join("qrels/test.tsv"), format!("{header}{qrels}")).unwrap();
+}
+
+/// Polls until `done`, failing after two minutes.
+pub fn wait_until(what: &str, done: impl Fn() -> bool) {
+    let started = Instant::now();
+    while !done() {
+        assert!(started.elapsed() < Duration::from_secs(120), "no {what}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
 }

@@ -4,9 +4,8 @@
 //! what a piped run prints and logs.
 
 use std::path::Path;
-use std::time::{Duration, Instant};
 
-use crate::common::{fixture, lsr, stdout_of};
+use crate::common::{fixture, lsr, stdout_of, wait_until};
 use lsr_files::small_disk::SmallDisk;
 
 fn write_cell(dir: &Path, steps: usize, checkpoint_every: usize) -> std::path::PathBuf {
@@ -71,15 +70,6 @@ fn spawn_train(cell: &Path) -> std::process::Child {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap()
-}
-
-/// Polls until `done`, failing after two minutes.
-fn wait_until(what: &str, done: impl Fn() -> bool) {
-    let started = Instant::now();
-    while !done() {
-        assert!(started.elapsed() < Duration::from_secs(120), "no {what}");
-        std::thread::sleep(Duration::from_millis(1));
-    }
 }
 
 /// `--resume` on `cell` (output `resumed/out`) ends with the weights of the uninterrupted run

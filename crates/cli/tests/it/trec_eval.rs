@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use crate::common::{beir_set, fixture, lsr, stdout_of, succeeded};
+use crate::common::{beir_set, fixture, lsr, stdout_of, succeeded, wait_until};
 
 #[test]
 fn means_match_pytrec_eval_at_trec_dl_relevance_level() {
@@ -367,4 +367,71 @@ fn eval_with_quantize_scores_as_the_anserini_export_would() {
             .sum();
         assert_eq!(score, dot as f64, "{query} {doc}");
     }
+}
+
+/// As Slurm stops a task during evaluation: SIGTERM keeps the corpus shards finished and exits
+/// with code 75, and the same command resumes after them to the run of an undisturbed one,
+/// then removes the shards.
+#[test]
+fn eval_stopped_with_sigterm_exits_75_and_resumes_to_the_same_run() {
+    let root = tempfile::tempdir().unwrap();
+    let corpus: String = (0..2000)
+        .map(|i| {
+            format!(
+                "{{\"_id\": \"d{i}\", \"text\": \"passage {i} on topic {}\"}}\n",
+                i % 37
+            )
+        })
+        .collect();
+    let queries = "{\"_id\": \"q\", \"text\": \"topic 5\"}\n";
+    beir_set(root.path(), "many", &corpus, queries, "q\td5\t1\n");
+    let eval = |out: &Path| {
+        let mut command = std::process::Command::new(assert_cmd::cargo::cargo_bin("lsr"));
+        command
+            .args([
+                "eval",
+                "--checkpoint",
+                &fixture("bert"),
+                "--dataset",
+                "beir/many",
+            ])
+            .args(["--data-root", root.path().to_str().unwrap()])
+            .args(["--output", out.to_str().unwrap(), "--shard-documents", "8"]);
+        command
+    };
+    let (whole, stopped) = (root.path().join("whole"), root.path().join("stopped"));
+    assert!(eval(&whole).status().unwrap().success());
+
+    let shards = stopped.join("beir_many/corpus.shards");
+    let child = eval(&stopped)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let complete = || {
+        let entries = std::fs::read_dir(&shards).into_iter().flatten().flatten();
+        let names = entries.map(|e| e.file_name().to_string_lossy().into_owned());
+        // Not the shard in progress, which is a hidden temporary file until it is complete.
+        names
+            .filter(|n| n.ends_with(".vectors") && !n.starts_with('.'))
+            .count()
+    };
+    wait_until("a complete shard", || complete() > 0);
+    let pid = child.id().to_string();
+    std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(75), "{stderr}");
+    assert!(stderr.contains("stopped on request"), "{stderr}");
+    let kept = complete();
+    assert!(kept > 0 && kept < 250, "{kept} of 250 shards");
+
+    assert!(eval(&stopped).status().unwrap().success());
+    for file in ["corpus.vectors", "run.trec", "per_query.json"] {
+        let read = |dir: &Path| std::fs::read(dir.join("beir_many").join(file)).unwrap();
+        assert!(read(&whole) == read(&stopped), "{file} differs");
+    }
+    assert!(!shards.exists(), "the shards are removed once evaluated");
 }

@@ -9,6 +9,7 @@ use lsr_backbone::reference::fixtures_dir;
 use lsr_backbone::{Backbone, RescaleMode};
 use lsr_data::Dataset;
 use lsr_eval::pipeline::{EvalSettings, evaluate_dataset};
+use lsr_eval::shards::DEFAULT_SHARD_DOCUMENTS;
 use lsr_eval::vectors::read_vectors;
 use lsr_eval::{IndexBuilder, Measure, Qrels, Run, evaluate, sparsity};
 use lsr_splade::SpladeEncoder;
@@ -30,6 +31,7 @@ const QUERIES: [(&str, &str, &[&str]); 4] = [
     ("d6", "head norm collapse", &["d6", "d7"]),
 ];
 
+/// `beir/tiny` under `root`: eight documents, four queries.
 fn write_beir(root: &Path) {
     let dir = root.join("beir/tiny");
     std::fs::create_dir_all(dir.join("qrels")).unwrap();
@@ -53,6 +55,16 @@ fn write_beir(root: &Path) {
     std::fs::write(dir.join("qrels/test.tsv"), qrels).unwrap();
 }
 
+/// `beir/tiny` in a fresh folder, and the encoder of [`modernbert_k4`].
+pub fn tiny_task() -> (tempfile::TempDir, Dataset, SpladeEncoder) {
+    let root = tempfile::tempdir().unwrap();
+    write_beir(root.path());
+    let dataset = Dataset::resolve("beir/tiny", root.path())
+        .unwrap()
+        .remove(0);
+    (root, dataset, modernbert_k4())
+}
+
 /// The ModernBERT fixture at k = 4, on flex, at most 64 tokens.
 fn modernbert_k4() -> SpladeEncoder {
     let checkpoint = fixtures_dir().join("modernbert");
@@ -72,12 +84,7 @@ fn vectors(path: &Path) -> Vec<(String, Vec<(u32, f32)>)> {
 
 #[test]
 fn index_retrieval_matches_brute_force_dot_products() {
-    let root = tempfile::tempdir().unwrap();
-    write_beir(root.path());
-    let dataset = Dataset::resolve("beir/tiny", root.path())
-        .unwrap()
-        .remove(0);
-    let encoder = modernbert_k4();
+    let (root, dataset, encoder) = tiny_task();
     let measures: Vec<Measure> = ["ndcg@10", "mrr@10", "recall@100", "map"]
         .iter()
         .map(|m| Measure::parse(m).unwrap())
@@ -90,6 +97,7 @@ fn index_retrieval_matches_brute_force_dot_products() {
         measures: measures.clone(),
         complete: true,
         quantize: None,
+        shard_documents: Some(DEFAULT_SHARD_DOCUMENTS),
     };
     let out = root.path().join("out");
     let report = evaluate_dataset(&encoder, &dataset, &settings, &out).unwrap();
@@ -176,6 +184,7 @@ fn msmarco_flops_are_over_the_full_dev_queries_when_the_data_root_has_them() {
         measures: vec![Measure::parse("mrr@10").unwrap()],
         complete: true,
         quantize: None,
+        shard_documents: Some(DEFAULT_SHARD_DOCUMENTS),
     };
     let evaluate_in = |dir: &str| {
         let dataset = Dataset::resolve("msmarco-dev", root.path())

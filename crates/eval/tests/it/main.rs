@@ -2,4 +2,5 @@
 //! executable per crate, not one per file (each links the whole backend stack).
 
 mod end_to_end;
+mod shards;
 mod trec_eval;
