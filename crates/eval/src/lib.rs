@@ -6,6 +6,7 @@
 //! `lsr-data`. Only [`pipeline`] touches a model; everything else works on runs made elsewhere
 //! too.
 
+mod encoding;
 pub mod error;
 pub mod export;
 pub mod flops;
@@ -14,6 +15,7 @@ pub mod index;
 pub mod metrics;
 pub mod pipeline;
 mod progress;
+pub mod settings;
 pub mod shards;
 pub mod trec_eval;
 mod trec_measures;

@@ -12,15 +12,17 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use lsr_backbone::{Precision, TextTokenizer};
+use lsr_backbone::Precision;
 use lsr_splade::SpladeEncoder;
 use serde::Serialize;
 
+use crate::encoding::{encode_by_length, impacts};
 use crate::error::Result;
 use crate::flops::{Sparsity, sparsity};
-use crate::index::{IndexBuilder, InvertedIndex, Sparse};
-use crate::metrics::{Evaluation, Measure, evaluate};
+use crate::index::{IndexBuilder, InvertedIndex};
+use crate::metrics::{Evaluation, evaluate};
 use crate::progress::{counted_style, progress_bar};
+pub use crate::settings::{DEFAULT_MAX_LENGTH, EvalSettings};
 use crate::shards::{ShardPart, assemble, encode_shards};
 use crate::vectors::{Fingerprint, VectorWriter, Vocabulary};
 use indicatif::ProgressBar;
@@ -28,69 +30,11 @@ use lsr_data::Dataset;
 use lsr_data::Qrels;
 use lsr_files::{DatasetSummary, write_json};
 
-/// Documents read ahead and sorted by length before batching, so that a batch pads little.
-pub(crate) const SORT_WINDOW: usize = 4096;
-
-/// Tokens per query and per document at evaluation unless set otherwise (`lsr eval`'s flags, a
-/// matrix's `[eval]`): naver/splade's `max_length` (`conf/train/config/splade.yaml`), which its
-/// retrieval and BEIR evaluation give queries and documents alike, whatever the training's
-/// query length.
-pub const DEFAULT_MAX_LENGTH: usize = 256;
-
 /// Query vectors by query id.
 type QueryVectors = Vec<(String, Vec<(u32, f32)>)>;
 
 /// The vectors of a data set's own FLOPs queries (one per query) and the file they come from.
 type FlopsVectors = (PathBuf, Vec<Vec<(u32, f32)>>);
-
-#[derive(Clone, Debug, Serialize)]
-pub struct EvalSettings {
-    pub batch_size: usize,
-    /// Tokens kept per query and per document; capped at the model's positions, and recorded
-    /// as used.
-    pub query_max_length: usize,
-    pub document_max_length: usize,
-    pub top_k: usize,
-    #[serde(serialize_with = "measure_names")]
-    pub measures: Vec<Measure>,
-    /// Means over every judged query, those without results (an empty query vector retrieves
-    /// nothing) counting 0: trec_eval `-c`, and MS MARCO's official evaluation.
-    pub complete: bool,
-    /// Retrieve with integer impacts, documents and queries as round(weight × this), as
-    /// Anserini scores an export of them (`lsr eval`'s export); the vector files keep the weights.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub quantize: Option<f32>,
-    /// Documents per corpus shard (`crate::shards`): a stop request or a kill loses at most
-    /// the shard in progress. None: one shard, and no stopping (a validation pass).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub shard_documents: Option<usize>,
-}
-
-impl EvalSettings {
-    /// These settings with both lengths at most `positions`, the model's longest input.
-    fn within(&self, positions: usize, dataset: &str) -> Self {
-        let mut capped = self.clone();
-        capped.query_max_length = self.query_max_length.min(positions);
-        capped.document_max_length = self.document_max_length.min(positions);
-        // A note, not a warning: only texts longer than the model's positions are cut shorter
-        // than asked, and the lengths used are recorded in metrics.json.
-        if capped.query_max_length != self.query_max_length
-            || capped.document_max_length != self.document_max_length
-        {
-            tracing::info!(
-                "{dataset}: the model takes at most {positions} tokens: queries are cut at {}, \
-                 documents at {}",
-                capped.query_max_length,
-                capped.document_max_length
-            );
-        }
-        capped
-    }
-}
-
-fn measure_names<S: serde::Serializer>(measures: &[Measure], s: S) -> Result<S::Ok, S::Error> {
-    s.collect_seq(measures.iter().map(Measure::name))
-}
 
 /// A query file and how many of its queries were encoded.
 #[derive(Clone, Debug, Serialize)]
@@ -227,22 +171,6 @@ fn retrieve_and_evaluate(
     ))
 }
 
-/// The terms as retrieval sees them: the weights, or with `quantize`, the integer impacts
-/// round(weight × quantize) that are not 0.
-pub(crate) fn impacts(
-    terms: &[(u32, f32)],
-    quantize: Option<f32>,
-) -> std::borrow::Cow<'_, [(u32, f32)]> {
-    match quantize {
-        None => std::borrow::Cow::Borrowed(terms),
-        Some(factor) => terms
-            .iter()
-            .map(|&(t, w)| (t, crate::impact::quantize(w, factor) as f32))
-            .filter(|&(_, impact)| impact > 0.0)
-            .collect(),
-    }
-}
-
 /// Encodes the corpus in shards (`crate::shards`: resuming after the complete ones), then reads
 /// them in order into the inverted index and `corpus.vectors` (whose terms `vocabulary` names).
 fn index_corpus(
@@ -306,26 +234,6 @@ fn corpus_progress(dataset: &Dataset) -> ProgressBar {
         progress.set_style(counted_style());
     }
     progress
-}
-
-/// Encodes `records` (id, text) sorted by length, so that a batch pads little, and hands
-/// each vector to `each` with its id.
-pub(crate) fn encode_by_length(
-    encoder: &SpladeEncoder,
-    tokenizer: &TextTokenizer,
-    records: &mut [(String, String)],
-    batch_size: usize,
-    mut each: impl FnMut(&str, &Sparse) -> Result<()>,
-) -> Result<()> {
-    records.sort_by_key(|(_, text)| text.len());
-    for batch in records.chunks(batch_size.max(1)) {
-        let texts: Vec<&str> = batch.iter().map(|(_, t)| t.as_str()).collect();
-        let vectors = encoder.encode_with(tokenizer, &texts, texts.len())?;
-        for ((id, _), vector) in batch.iter().zip(vectors) {
-            each(id, &vector.terms)?;
-        }
-    }
-    Ok(())
 }
 
 /// The queries' sparse vectors, by query id, also written to `queries.vectors` (whose terms
@@ -450,6 +358,7 @@ fn lines_of(path: &Path) -> Option<u64> {
 
 #[cfg(test)]
 mod tests {
+    use crate::metrics::Measure;
     use lsr_data::Run;
     use lsr_data::registry::CorpusFormat;
 

@@ -16,9 +16,10 @@ use lsr_data::Dataset;
 use lsr_splade::SpladeEncoder;
 use serde::Serialize;
 
+use crate::encoding::{SORT_WINDOW, encode_by_length, impacts};
 use crate::error::{EvalError, Result};
 use crate::index::IndexBuilder;
-use crate::pipeline::{EvalSettings, SORT_WINDOW, encode_by_length, impacts};
+use crate::settings::EvalSettings;
 use crate::vectors::{Fingerprint, VectorWriter, read_vectors};
 
 /// The folder of a corpus's shards, in a data set's output folder.
