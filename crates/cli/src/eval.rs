@@ -9,6 +9,7 @@ use lsr_data::Dataset;
 use lsr_eval::Measure;
 use lsr_eval::pipeline::{DEFAULT_MAX_LENGTH, EvalSettings, evaluate_dataset};
 use lsr_files::OutputLock;
+use lsr_files::layout::dataset_dir;
 use lsr_files::lock::EVAL_LOCK;
 
 use crate::model::ModelArgs;
@@ -75,7 +76,7 @@ pub fn run(args: EvalArgs) -> Result<()> {
     };
     let _lock = OutputLock::acquire(&args.output, EVAL_LOCK)?;
     for dataset in &datasets {
-        let out = args.output.join(dataset.name.replace('/', "_"));
+        let out = args.output.join(dataset_dir(&dataset.name));
         let report = evaluate_dataset(&encoder, dataset, &settings, &out)?;
         let metrics: Vec<String> = report
             .summary

@@ -8,7 +8,7 @@
 //! | `metrics.json` | the matrix, last | every data set's report: the cell is done (or, after a collapse, evaluated) |
 //! | `failure.json` | the matrix | the error that stopped the cell (removed when retried) |
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
@@ -19,6 +19,19 @@ pub const METRICS: &str = "metrics.json";
 pub const FAILURE: &str = "failure.json";
 pub const INFO: &str = "cell.json";
 pub const MATRIX: &str = "matrix.json";
+/// The directory of a cell's evaluation, one subdirectory per data set ([`dataset_dir`]).
+pub const EVAL: &str = "eval";
+
+/// The name of the directory a data set's evaluation is written to (`beir/scifact` →
+/// `beir_scifact`): by the matrix under `<cell>/eval/`, by `lsr eval` under its `--output`.
+pub fn dataset_dir(dataset: &str) -> String {
+    dataset.replace('/', "_")
+}
+
+/// `<cell>/eval/<data set>/`: where the matrix evaluates a cell on `dataset`.
+pub fn eval_dir(cell_dir: &Path, dataset: &str) -> PathBuf {
+    cell_dir.join(EVAL).join(dataset_dir(dataset))
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
