@@ -4,13 +4,15 @@
 //! paper's numbers beside ours and the best k per backbone marked), a per-dataset table, loss
 //! curves per backbone and the nDCG-vs-FLOPs trade-off (PNG and SVG, text drawn with a bundled
 //! font so no system fonts are needed); over one run or several (seeds), how well the head-norm
-//! rule and the probe chose k against the full grid.
+//! rule and the probe chose k against the full grid; and the paired significance tests between
+//! two systems' per-query values (`significance`) that `lsr compare` runs on TREC runs.
 
 pub mod compare;
 pub mod error;
 pub mod kchoice;
 pub mod plots;
 pub mod results;
+pub mod significance;
 pub mod table;
 
 pub use error::{ReportError, Result};
