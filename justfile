@@ -21,11 +21,12 @@ test:
     # The default build, without GPU backends (`just reproduce mini`), must compile too.
     cargo check -p lsr-cli
 
-# Regenerate the fixtures with transformers and pytrec_eval (venv: scripts/fixtures/README.md).
+# Regenerate the fixtures with transformers, pytrec_eval and scipy (venv: scripts/fixtures/README.md).
 fixtures python=".venv/bin/python":
     {{python}} scripts/fixtures/generate.py
     {{python}} scripts/fixtures/train_step.py
     {{python}} scripts/fixtures/trec_eval_fixtures.py
+    {{python}} scripts/fixtures/significance.py
     scripts/fixtures/sparse_encoder.sh {{python}}
 
 # Run every cell of a matrix not yet done, then write its tables and figures (`lsr`: target/release).

@@ -14,6 +14,7 @@ use lsr_eval::pipeline::{
 use lsr_eval::shards::{DEFAULT_SHARD_DOCUMENTS, ShardPart, remove_shards};
 use lsr_eval::{EvalError, Measure};
 use lsr_files::OutputLock;
+use lsr_files::layout::dataset_dir;
 use lsr_files::lock::EVAL_LOCK;
 use lsr_files::stop::{INTERRUPTED_EXIT_CODE, stop_on_signals};
 
@@ -97,7 +98,7 @@ pub fn run(args: EvalArgs) -> Result<ExitCode> {
     let _lock = OutputLock::acquire(&args.output, &lock)?;
     stop_on_signals()?;
     for dataset in &datasets {
-        let out = args.output.join(dataset.name.replace('/', "_"));
+        let out = args.output.join(dataset_dir(&dataset.name));
         let done = match args.shard {
             Some(part) => encode_corpus_part(&encoder, dataset, &settings, &out, part)
                 .map(|(complete, count)| print_part(dataset, part, complete, count)),

@@ -1,12 +1,13 @@
 //! `lsr`: the command line of the lsr workspace. Each subcommand is a thin shell over a crate:
 //! `norms` and `k suggest` (backbone head statistics, the k they suggest), `encode` (SPLADE
 //! vectors), `data` (evaluation data), `train` and `export` (SPLADE training), `eval` (a model
-//! on data sets), `trec-eval` (measures of a run against qrels), `check` (parity on a device),
-//! `matrix` and `report` (the experiment matrix and its tables and figures), `bench` (speed and
-//! memory).
+//! on data sets), `trec-eval` (measures of a run against qrels), `compare` (significance tests
+//! between runs), `check` (parity on a device), `matrix` and `report` (the experiment matrix and
+//! its tables and figures), `bench` (speed and memory).
 
 mod bench;
 mod check;
+mod compare;
 mod data;
 mod encode;
 mod eval;
@@ -64,6 +65,9 @@ enum Command {
     Report(report::ReportArgs),
     /// trec_eval-exact measures of any TREC run against qrels.
     TrecEval(trec_eval::TrecEvalArgs),
+    /// Whether runs differ from a baseline run by more than noise: paired t-test and
+    /// randomisation test over the judged queries, with Holm over several runs.
+    Compare(compare::CompareArgs),
     /// Renamed `trec-eval`: refused with a message naming it.
     #[command(hide = true)]
     Evaluate(trec_eval::Renamed),
@@ -123,6 +127,7 @@ fn main() -> ExitCode {
         Command::Eval(args) => eval::run(args),
         Command::Vectors(command) => vectors::run(command).map(|()| ExitCode::SUCCESS),
         Command::TrecEval(args) => trec_eval::run(args).map(|()| ExitCode::SUCCESS),
+        Command::Compare(args) => compare::run(args).map(|()| ExitCode::SUCCESS),
         Command::Evaluate(args) => trec_eval::renamed(args).map(|()| ExitCode::SUCCESS),
         Command::Matrix(command) => matrix::run(command),
         Command::Report(args) => report::run(args).map(|()| ExitCode::SUCCESS),

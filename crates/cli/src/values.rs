@@ -30,6 +30,16 @@ where
     }
 }
 
+/// A significance level: strictly between 0 and 1.
+pub fn level(text: &str) -> Result<f64, String> {
+    let value = text.parse::<f64>().map_err(|e| e.to_string())?;
+    if value > 0.0 && value < 1.0 {
+        Ok(value)
+    } else {
+        Err("must be between 0 and 1, both excluded".into())
+    }
+}
+
 /// A k to divide the MLM head by: the rule every k follows (`lsr_backbone::check_scale`).
 pub fn scale(text: &str) -> Result<f64, String> {
     let k = text.parse::<f64>().map_err(|e| e.to_string())?;

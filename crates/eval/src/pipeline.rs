@@ -7,7 +7,7 @@
 //! | `corpus.vectors`, `queries.vectors` | the sparse vectors ([`crate::vectors`]) |
 //! | `run.trec` | top-k per query, TREC format |
 //! | `metrics.json` | mean measures, FLOPs and L0, counts, settings |
-//! | `per_query.json` | every query's measures |
+//! | `per_query.json` | every query's measures (`lsr_files::PerQuery`) |
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -28,7 +28,7 @@ use crate::vectors::{Fingerprint, VectorWriter, Vocabulary};
 use indicatif::ProgressBar;
 use lsr_data::Dataset;
 use lsr_data::Qrels;
-use lsr_files::{DatasetSummary, write_json};
+use lsr_files::{DatasetSummary, PerQuery, write_json};
 
 /// Query vectors by query id.
 type QueryVectors = Vec<(String, Vec<(u32, f32)>)>;
@@ -103,7 +103,10 @@ pub fn evaluate_dataset(
         precision: encoder.backbone.model.precision,
         settings: settings.clone(),
     };
-    write_json(&out_dir.join("per_query.json"), &evaluation.per_query)?;
+    PerQuery {
+        queries: evaluation.per_query,
+    }
+    .write(out_dir)?;
     write_json(&out_dir.join("metrics.json"), &report)?;
     Ok(report)
 }

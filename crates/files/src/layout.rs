@@ -9,7 +9,7 @@
 //! | `failure.json` | the matrix | the error that stopped the cell (removed when retried) |
 //! | `interrupted.json` | the matrix | a stop request ended the cell's evaluation; its corpus shards resume it (removed when it runs again) |
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
@@ -21,6 +21,19 @@ pub const FAILURE: &str = "failure.json";
 pub const INTERRUPTED: &str = "interrupted.json";
 pub const INFO: &str = "cell.json";
 pub const MATRIX: &str = "matrix.json";
+/// The directory of a cell's evaluation, one subdirectory per data set ([`dataset_dir`]).
+pub const EVAL: &str = "eval";
+
+/// The name of the directory a data set's evaluation is written to (`beir/scifact` →
+/// `beir_scifact`): by the matrix under `<cell>/eval/`, by `lsr eval` under its `--output`.
+pub fn dataset_dir(dataset: &str) -> String {
+    dataset.replace('/', "_")
+}
+
+/// `<cell>/eval/<data set>/`: where the matrix evaluates a cell on `dataset`.
+pub fn eval_dir(cell_dir: &Path, dataset: &str) -> PathBuf {
+    cell_dir.join(EVAL).join(dataset_dir(dataset))
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

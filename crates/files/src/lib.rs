@@ -4,8 +4,8 @@
 //! files imply (`layout`), the rule of one writer per output (`lock`), a backbone's choice of k
 //! before its full runs (`probe`), how a path relative to the working directory is shown
 //! (`resolved`), the commit lsr was built from (`provenance`), what a matrix's results hold for
-//! the report (`results`: the expanded matrix, a cell's metrics, the training log), and how a
-//! number is written as text (`number`). It compiles no tensor code, so the report reads results without burn. For
+//! the report (`results`: the expanded matrix, a cell's metrics, per-query measures, the
+//! training log), and how a number is written as text (`number`). It compiles no tensor code, so the report reads results without burn. For
 //! tests: the rule for one that cannot set up its environment (`ci`) and, with the `small-disk`
 //! feature, a small tmpfs to fill (`small_disk`).
 
@@ -30,7 +30,8 @@ pub use lock::OutputLock;
 pub use probe::{KSuggestion, Probe, ProbeRun};
 pub use provenance::{BuiltFrom, built_from, set_built_from};
 pub use results::{
-    CellEntry, CellMetrics, DatasetSummary, MatrixSummary, PaperResult, Sparsity, TrainCsv,
+    CellEntry, CellMetrics, DatasetSummary, MatrixSummary, PaperResult, PerQuery, Sparsity,
+    TrainCsv,
 };
 pub use status::{CollapseRule, RunStatus, StatusFile};
 

@@ -1,8 +1,9 @@
 //! What a matrix's results directory holds for its readers, as one set of types shared by the
 //! writers (training, evaluation, the matrix) and the readers (the report, the probe, the CLI):
 //! the expanded matrix (`matrix.json`) with the paper's numbers, a cell's metrics per data set
-//! (`metrics.json`), and a run's training log (`train.csv`), each read with errors naming the
-//! file (and the line) that does not fit.
+//! (`metrics.json`), every query's measures on a data set (`per_query.json`), and a run's
+//! training log (`train.csv`), each read with errors naming the file (and the line) that does
+//! not fit.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -168,6 +169,38 @@ impl CellMetrics {
     }
 }
 
+/// `per_query.json` in a data set's evaluation directory (`<cell>/eval/<data set>/`, or `lsr
+/// eval --output`'s): every evaluated query's value of every measure, the values whose means
+/// `metrics.json` holds. Evaluation writes it; the report's significance tests read it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct PerQuery {
+    /// Query id → measure name → value.
+    pub queries: BTreeMap<String, BTreeMap<String, f64>>,
+}
+
+impl PerQuery {
+    /// The file's name in a data set's evaluation directory.
+    pub const FILE: &'static str = "per_query.json";
+
+    pub fn write(&self, dir: &Path) -> Result<()> {
+        write_json(&dir.join(Self::FILE), self)
+    }
+
+    /// `<dir>/per_query.json`, or `None` where evaluation wrote none (results from before it
+    /// did).
+    pub fn read(dir: &Path) -> Result<Option<Self>> {
+        read_json(&dir.join(Self::FILE))
+    }
+
+    /// Query id → value of `measure`; `None` unless every query has one.
+    pub fn measure(&self, measure: &str) -> Option<BTreeMap<String, f64>> {
+        (self.queries.iter())
+            .map(|(query, values)| Some((query.clone(), *values.get(measure)?)))
+            .collect()
+    }
+}
+
 /// A run's `train.csv` read back: its column names and one row of numbers per logged step
 /// (validation columns are NaN on steps without a pass).
 #[derive(Clone, Debug, PartialEq)]
@@ -286,6 +319,23 @@ mod tests {
         );
         let (_dir, path) = log("step,loss\n1,2.5\n2,1.");
         assert_eq!(TrainCsv::read(&path).unwrap().rows, [vec![1.0, 2.5]]);
+    }
+
+    #[test]
+    fn per_query_values_are_read_back_by_measure_and_absent_files_are_none() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(PerQuery::read(dir.path()).unwrap(), None);
+        let text = r#"{"q1": {"ndcg@10": 0.5, "mrr@10": 1.0}, "q2": {"ndcg@10": 0.0}}"#;
+        std::fs::write(dir.path().join(PerQuery::FILE), text).unwrap();
+        let read = PerQuery::read(dir.path()).unwrap().unwrap();
+        let ndcg = read.measure("ndcg@10").unwrap();
+        assert_eq!(
+            ndcg,
+            BTreeMap::from([("q1".into(), 0.5), ("q2".into(), 0.0)])
+        );
+        assert_eq!(read.measure("mrr@10"), None, "q2 has no mrr@10");
+        read.write(dir.path()).unwrap();
+        assert_eq!(PerQuery::read(dir.path()).unwrap().unwrap(), read);
     }
 
     #[test]

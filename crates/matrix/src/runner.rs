@@ -11,7 +11,7 @@ use lsr_splade::{ModelCard, SpladeEncoder};
 use lsr_train::Outcome;
 use serde::Serialize;
 
-use lsr_files::layout::{FAILURE, INFO, INTERRUPTED};
+use lsr_files::layout::{EVAL, FAILURE, INFO, INTERRUPTED, eval_dir};
 use lsr_files::{CellEntry, CellInfo, CellState, MatrixSummary, OutputLock, built_from};
 
 use crate::cell::Cell;
@@ -141,11 +141,10 @@ fn run_cell(matrix: &Matrix, cell: &Cell) -> Result<CellState> {
         Outcome::Finished { model, .. } => (model, CellState::Done),
         Outcome::Interrupted { .. } => return Ok(CellState::Interrupted),
     };
-    let eval = cell.dir().join("eval");
-    let metrics = evaluate(&matrix.eval, &model, &device, &eval)?;
+    let metrics = evaluate(&matrix.eval, &model, &device, &cell.dir())?;
     record_in_card(&model, &cell.id, &metrics)?;
     metrics.write(&cell.dir())?;
-    lsr_eval::shards::remove_shards(&eval)?;
+    lsr_eval::shards::remove_shards(&cell.dir().join(EVAL))?;
     Ok(state)
 }
 
@@ -184,12 +183,13 @@ fn check_same_revision(cell: &Cell, now: Option<&str>) -> Result<()> {
     }
 }
 
-/// Evaluates the trained model (its head already rescaled, so k = 1) on every data set.
+/// Evaluates the trained model (its head already rescaled, so k = 1) on every data set, each
+/// into its directory under the cell's `eval/`.
 fn evaluate(
     spec: &EvalSpec,
     model: &Path,
     device: &burn::prelude::Device,
-    out: &Path,
+    cell_dir: &Path,
 ) -> Result<CellMetrics> {
     let measures = Measure::parse_all(&spec.measures)?;
     let model_name = model.to_str().unwrap_or_default();
@@ -206,7 +206,7 @@ fn evaluate(
             );
         }
         for dataset in members {
-            let dir = out.join(dataset.name.replace('/', "_"));
+            let dir = eval_dir(cell_dir, &dataset.name);
             let settings = spec.settings(&dataset.name, &measures);
             let report = evaluate_dataset(&encoder, &dataset, &settings, &dir)?;
             metrics.datasets.insert(dataset.name.clone(), report);

@@ -7,6 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
+use lsr_files::layout::EVAL;
 use lsr_files::{CellMetrics, CellState, TrainCsv};
 use lsr_train::TrainConfig;
 use lsr_train::checkpoint::{self, CONFIG};
@@ -139,7 +140,7 @@ fn reference_checkpoints(reference: &Path) -> Result<PathBuf> {
 
 /// `eval/<dataset>/run.trec` of every evaluated data set of the cell in `dir`.
 fn runs(dir: &Path) -> Result<Vec<PathBuf>> {
-    let eval = dir.join("eval");
+    let eval = dir.join(EVAL);
     let entries = std::fs::read_dir(&eval).map_err(|e| MatrixError::io(&eval, e))?;
     let mut runs = Vec::new();
     for entry in entries {

@@ -14,6 +14,9 @@ pub enum ReportError {
     NoResults { dir: PathBuf, how: String },
     #[error("{path}: drawing failed: {message}")]
     Plot { path: PathBuf, message: String },
+    /// A significance test that cannot be run on what it was given (`comparison` names it).
+    #[error("{comparison}: {message}")]
+    Test { comparison: String, message: String },
     /// A part of the report with no row to show: refused rather than written empty.
     #[error("{part}: nothing to report: {why}")]
     Nothing { part: &'static str, why: String },
@@ -24,6 +27,13 @@ pub type Result<T, E = ReportError> = std::result::Result<T, E>;
 impl ReportError {
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         lsr_files::FileError::io(path, source).into()
+    }
+
+    pub(crate) fn test(comparison: &str, message: String) -> Self {
+        Self::Test {
+            comparison: comparison.to_string(),
+            message,
+        }
     }
 
     pub(crate) fn parse(path: impl Into<PathBuf>, message: impl ToString) -> Self {

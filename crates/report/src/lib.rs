@@ -1,16 +1,20 @@
 //! Reporting: everything here reads the results directory of an experiment matrix and nothing
 //! else. Through the results layout (`lsr-files`: which files make a cell done, collapsed,
 //! failed) it turns the cells' metrics and training logs into the paper's Table 1 (Markdown, CSV, LaTeX, with the
-//! paper's numbers beside ours and the best k per backbone marked), a per-dataset table, loss
+//! paper's numbers beside ours, the best k per backbone in bold and the cells that differ
+//! significantly from their backbone's k = 1 marked), a per-dataset table, loss
 //! curves per backbone and the nDCG-vs-FLOPs trade-off (PNG and SVG, text drawn with a bundled
 //! font so no system fonts are needed); over one run or several (seeds), how well the head-norm
-//! rule and the probe chose k against the full grid.
+//! rule and the probe chose k against the full grid; and the paired significance tests between
+//! two systems' per-query values (`significance`) that `lsr compare` runs on TREC runs.
 
 pub mod compare;
 pub mod error;
 pub mod kchoice;
+mod marks;
 pub mod plots;
 pub mod results;
+pub mod significance;
 pub mod table;
 
 pub use error::{ReportError, Result};

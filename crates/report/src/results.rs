@@ -1,10 +1,13 @@
 //! A matrix's results read back: the expanded matrix (`matrix.json`), and per cell its state,
-//! metrics and training log.
+//! metrics, per-query values and training log.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use crate::error::{ReportError, Result};
-use lsr_files::{CellMetrics, PaperResult};
+use lsr_data::registry::table_measure;
+use lsr_files::layout::eval_dir;
+use lsr_files::{CellMetrics, PaperResult, PerQuery};
 use lsr_files::{CellState, CollapseRule, MatrixSummary, StatusFile, TrainCsv, cell_state};
 
 /// Training log columns used by the plots.
@@ -24,6 +27,9 @@ pub struct CellResult {
     pub k: f64,
     pub state: CellState,
     pub metrics: Option<CellMetrics>,
+    /// Data set → query → value of the data set's table measure, for the evaluated data sets
+    /// whose `per_query.json` has it (none in results written before evaluation wrote one).
+    pub per_query: BTreeMap<String, BTreeMap<String, f64>>,
     pub log: Option<LossLog>,
     /// For a collapsed cell, the rule that ended its training (`status.json`).
     pub collapse_rule: Option<CollapseRule>,
@@ -78,9 +84,11 @@ impl MatrixResults {
                 CellState::Collapsed => StatusFile::read(&cell_dir)?.and_then(|s| s.collapse_rule),
                 _ => None,
             };
+            let metrics = CellMetrics::read(&cell_dir)?;
             cells.push(CellResult {
                 state,
-                metrics: CellMetrics::read(&cell_dir)?,
+                per_query: per_query(&cell_dir, metrics.as_ref())?,
+                metrics,
                 collapse_rule,
                 id: entry.id,
                 backbone: entry.backbone,
@@ -127,6 +135,22 @@ impl MatrixResults {
             .find(|p| p.backbone == backbone && p.k == k && p.dataset == dataset)
             .map(|p| p.value)
     }
+}
+
+/// Per evaluated data set of the cell in `cell_dir`, every query's value of the data set's table
+/// measure, where its `per_query.json` holds them.
+fn per_query(
+    cell_dir: &Path,
+    metrics: Option<&CellMetrics>,
+) -> Result<BTreeMap<String, BTreeMap<String, f64>>> {
+    let mut values = BTreeMap::new();
+    for dataset in metrics.into_iter().flat_map(|m| m.datasets.keys()) {
+        let file = PerQuery::read(&eval_dir(cell_dir, dataset))?;
+        if let Some(measure) = file.and_then(|f| f.measure(table_measure(dataset))) {
+            values.insert(dataset.clone(), measure);
+        }
+    }
+    Ok(values)
 }
 
 /// The command that fills `dir`: the committed matrix of its name where there is one

@@ -1,8 +1,9 @@
 //! Table 1: rows backbone × k; one column per evaluated data set (or group mean) with its
 //! primary measure, the paper's number beside ours where it reports one, FLOPs and L0 on the
-//! trade-off set, and the cell's state. The best value of each column within a backbone is
-//! marked. Written as Markdown, CSV (through polars) and LaTeX, plus a per-dataset table of the
-//! groups' members.
+//! trade-off set, and the cell's state. The best value of each column within a backbone is in
+//! bold, and a value that differs significantly from the backbone's k = 1 cell is marked ↑ or ↓
+//! (`marks`). Written as Markdown, CSV (through polars) and LaTeX, plus a per-dataset table of
+//! the groups' members.
 
 use lsr_data::registry::{table_label, table_measure};
 use std::path::{Path, PathBuf};
@@ -10,6 +11,7 @@ use std::path::{Path, PathBuf};
 use polars::prelude::*;
 
 use crate::error::{ReportError, Result};
+use crate::marks::{self, ColumnTests};
 use crate::results::{CellResult, MatrixResults};
 use lsr_files::CellState;
 
@@ -19,6 +21,8 @@ struct TableColumn {
     values: Vec<Option<f64>>,
     /// Higher is better and the best per backbone is marked (not for FLOPs, L0, the paper's).
     marked: bool,
+    /// A data set's column: its cells against their backbone's k = 1 cell.
+    tests: Option<ColumnTests>,
 }
 
 fn columns(matrix: &MatrixResults) -> Vec<TableColumn> {
@@ -31,12 +35,14 @@ fn columns(matrix: &MatrixResults) -> Vec<TableColumn> {
             header: table_label(dataset),
             values: of(&|c| c.metrics.as_ref()?.mean(dataset, measure)),
             marked: true,
+            tests: Some(marks::column(matrix, dataset)),
         });
         if matrix.paper.iter().any(|p| &p.dataset == dataset) {
             columns.push(TableColumn {
                 header: format!("{} (paper)", table_label(dataset)),
                 values: of(&|c| matrix.paper_value(&c.backbone, c.k, dataset)),
                 marked: false,
+                tests: None,
             });
         }
     }
@@ -57,6 +63,7 @@ fn columns(matrix: &MatrixResults) -> Vec<TableColumn> {
             header,
             values,
             marked: false,
+            tests: None,
         });
     }
     columns
@@ -83,6 +90,12 @@ fn number(value: Option<f64>, header: &str) -> String {
         Some(v) if header.starts_with("FLOPs") || header.starts_with("L0") => format!("{v:.2}"),
         Some(v) => format!("{v:.3}"),
     }
+}
+
+/// The significance mark of `row` in a tested column, after its number; nothing otherwise.
+fn mark(tests: Option<&ColumnTests>, row: usize) -> String {
+    let mark = tests.and_then(|t| t.marks[row]);
+    mark.map(|m| m.symbol().to_string()).unwrap_or_default()
 }
 
 fn k_text(k: f64) -> String {
@@ -130,6 +143,7 @@ fn table1_text(matrix: &MatrixResults, columns: &[TableColumn]) -> (String, Stri
             if collapsed && column.values[row].is_some() && column.marked {
                 text.push('†');
             }
+            text.push_str(&mark(column.tests.as_ref(), row));
             if is_best(matrix, column, row) {
                 md.push_str(&format!(" **{text}** |"));
                 tex.push_str(&format!(" & \\textbf{{{text}}}"));
@@ -147,6 +161,12 @@ fn table1_text(matrix: &MatrixResults, columns: &[TableColumn]) -> (String, Stri
          the number is its model at the collapse. –: not available (cell not done, collapsed \
          with non-finite weights, or not reported).\n",
     );
+    let tested = (columns.iter())
+        .filter_map(|c| Some((c.header.clone(), c.tests.as_ref()?)))
+        .collect::<Vec<_>>();
+    if let Some(note) = marks::note(&tested) {
+        md.push_str(&format!("\n{note}\n"));
+    }
     (md, tex)
 }
 
@@ -217,20 +237,7 @@ fn write_dataset_tables(matrix: &MatrixResults, out: &Path) -> Result<Vec<PathBu
                 .collect()
         })
         .collect();
-    let mut md = String::from("| backbone | k |");
-    for member in &members {
-        md.push_str(&format!(" {member} |"));
-    }
-    md.push_str("\n|---|---|");
-    md.push_str(&"---:|".repeat(members.len()));
-    md.push('\n');
-    for (row, cell) in matrix.cells.iter().enumerate() {
-        md.push_str(&format!("| {} | {} |", cell.backbone, k_text(cell.k)));
-        for column in &values {
-            md.push_str(&format!(" {} |", number(column[row], "")));
-        }
-        md.push('\n');
-    }
+    let md = datasets_markdown(matrix, &members, &values);
     let mut frame_columns = key_columns(matrix);
     for (member, column) in members.iter().zip(values) {
         frame_columns.push(Column::new(
@@ -242,6 +249,36 @@ fn write_dataset_tables(matrix: &MatrixResults, out: &Path) -> Result<Vec<PathBu
         write_text(&out.join("datasets.md"), &md)?,
         write_csv(&out.join("datasets.csv"), frame_columns)?,
     ])
+}
+
+/// The per-data-set table in Markdown: a column per member (`values`), each cell marked where
+/// it differs significantly from its backbone's k = 1 cell, and the note saying how.
+fn datasets_markdown(
+    matrix: &MatrixResults,
+    members: &[String],
+    values: &[Vec<Option<f64>>],
+) -> String {
+    let tests: Vec<ColumnTests> = members.iter().map(|m| marks::column(matrix, m)).collect();
+    let mut md = String::from("| backbone | k |");
+    for member in members {
+        md.push_str(&format!(" {member} |"));
+    }
+    md.push_str("\n|---|---|");
+    md.push_str(&"---:|".repeat(members.len()));
+    md.push('\n');
+    for (row, cell) in matrix.cells.iter().enumerate() {
+        md.push_str(&format!("| {} | {} |", cell.backbone, k_text(cell.k)));
+        for (column, tests) in values.iter().zip(&tests) {
+            let (value, mark) = (number(column[row], ""), mark(Some(tests), row));
+            md.push_str(&format!(" {value}{mark} |"));
+        }
+        md.push('\n');
+    }
+    let labels = members.iter().cloned().zip(&tests).collect::<Vec<_>>();
+    if let Some(note) = marks::note(&labels) {
+        md.push_str(&format!("\n{note}\n"));
+    }
+    md
 }
 
 /// The row keys of every CSV table: backbone and k.

@@ -1,5 +1,6 @@
 //! The report on hand-written results: three cells of one backbone (one collapsed, without
-//! metrics) and one of another, with a group data set and a paper number.
+//! metrics) and one of another, with a group data set and a paper number; and cells with
+//! per-query values, for the significance marks.
 
 use std::path::Path;
 
@@ -86,7 +87,7 @@ fn table_rows_mark_the_best_k_and_show_collapsed_and_paper_values() {
     );
     assert_eq!(
         lines[4],
-        "| modernbert | 16 | **0.400** | **0.450** | 0.405 | 2.00 | 10.00 | 50.00 | done |"
+        "| modernbert | 16 | **0.400** | **0.450↑** | 0.405 | 2.00 | 10.00 | 50.00 | done |"
     );
     assert_eq!(
         lines[5],
@@ -104,6 +105,108 @@ fn table_rows_mark_the_best_k_and_show_collapsed_and_paper_values() {
     let per_dataset = std::fs::read_to_string(out.join("datasets.md")).unwrap();
     assert!(
         per_dataset.contains("| bert | 1 | 0.350 | 0.450 |"),
+        "{per_dataset}"
+    );
+}
+
+/// `<cell>/eval/<dataset>/per_query.json`: `values` as queries q0, q1, ... of `measure`.
+fn per_query(root: &Path, id: &str, dataset: &str, measure: &str, values: &[f64]) {
+    let queries: serde_json::Map<String, serde_json::Value> = (values.iter().enumerate())
+        .map(|(i, value)| (format!("q{i}"), json!({ measure: value })))
+        .collect();
+    let dir = lsr_files::layout::eval_dir(&root.join(id), dataset);
+    write(&dir.join(lsr_files::PerQuery::FILE), queries.into());
+}
+
+/// Per backbone, a cell significantly above its k = 1 cell is marked ↑, one below ↓, one within
+/// the noise nothing; a data set's column is tested on its per-query values, a group's on its
+/// members' values, and a cell without per-query values is named in the note, unmarked.
+#[test]
+fn cells_that_differ_significantly_from_k1_are_marked_with_the_direction() {
+    let root = tempfile::tempdir().unwrap();
+    let root = root.path();
+    let cells: Vec<_> = [("modernbert", 1), ("modernbert", 2), ("modernbert", 4)]
+        .into_iter()
+        .chain([("modernbert", 16), ("bert", 1), ("bert", 8)])
+        .map(|(b, k)| json!({"id": format!("{b}-k{k}"), "backbone": b, "k": k as f64}))
+        .collect();
+    let matrix = json!({"name": "marks", "cells": cells, "datasets": ["msmarco-dev", "group"],
+                        "tradeoff": "group", "paper": []});
+    write(&root.join("matrix.json"), matrix);
+    for (id, msmarco, a, b) in [
+        ("modernbert-k1", 0.10, 0.20, 0.30),
+        ("modernbert-k2", 0.12, 0.25, 0.30),
+        ("modernbert-k4", 0.11, 0.10, 0.35),
+        ("modernbert-k16", 0.30, 0.40, 0.50),
+        ("bert-k1", 0.33, 0.35, 0.45),
+        ("bert-k8", 0.20, 0.30, 0.30),
+    ] {
+        cell(root, id, msmarco, a, b, 1.0);
+    }
+    let mrr: [(&str, &[f64]); 5] = [
+        (
+            "modernbert-k1",
+            &[0.0, 0.1, 0.5, 1.0, 0.25, 0.3, 0.5, 0.2, 0.0, 1.0],
+        ),
+        (
+            "modernbert-k2",
+            &[0.1, 0.0, 0.5, 1.0, 0.3, 0.25, 0.6, 0.1, 0.0, 1.0],
+        ),
+        (
+            "modernbert-k16",
+            &[0.5, 0.5, 1.0, 1.0, 0.5, 0.5, 1.0, 0.5, 0.33, 1.0],
+        ),
+        (
+            "bert-k1",
+            &[1.0, 0.5, 1.0, 0.5, 1.0, 0.33, 1.0, 0.5, 1.0, 0.25],
+        ),
+        (
+            "bert-k8",
+            &[0.5, 0.0, 0.5, 0.25, 0.5, 0.0, 1.0, 0.2, 0.5, 0.0],
+        ),
+    ];
+    for (id, values) in mrr {
+        per_query(root, id, "msmarco-dev", "mrr@10", values);
+    }
+    let ndcg: [(&str, &[f64]); 2] = [
+        ("modernbert-k1", &[0.2, 0.4, 0.0, 0.6]),
+        ("modernbert-k16", &[0.6, 0.8, 0.5, 0.9]),
+    ];
+    for (id, values) in ndcg {
+        per_query(root, id, "beir/a", "ndcg@10", values);
+    }
+    let out = root.join("report");
+    write_report(root, &out, &[Part::Table]).unwrap();
+
+    let table = std::fs::read_to_string(out.join("table1.md")).unwrap();
+    let rows: Vec<&str> = table.lines().skip(2).take(6).collect();
+    let marked = |row: &str| row.split(" | 1.00 |").next().unwrap().to_string();
+    let rows: Vec<String> = rows.iter().map(|r| marked(r)).collect();
+    assert_eq!(
+        rows,
+        [
+            "| modernbert | 1 | 0.200 | 0.250",
+            "| modernbert | 2 | 0.220 | 0.275",
+            "| modernbert | 4 | 0.210 | 0.225",
+            "| modernbert | 16 | **0.400↑** | **0.450↑**",
+            "| bert | 1 | **0.430** | **0.400**",
+            "| bert | 8 | 0.300↓ | 0.300",
+        ],
+        "{table}"
+    );
+    for said in [
+        "paired two-sided t-test over the data set's per-query values, Holm–Bonferroni over the \
+         backbone's other k in the column, α = 0.05.",
+        "group nDCG@10: tested over its 2 data sets' values, one pair per data set",
+        "Not tested: modernbert k=4 against k=1 on msmarco-dev: no per-query values of mrr@10.\n",
+    ] {
+        assert!(table.contains(said), "{said}\n{table}");
+    }
+    let per_dataset = std::fs::read_to_string(out.join("datasets.md")).unwrap();
+    assert!(
+        per_dataset.contains("| modernbert | 16 | 0.400↑ | 0.500 |")
+            && per_dataset.contains("| modernbert | 2 | 0.250 | 0.300 |")
+            && per_dataset.contains("modernbert k=2 against k=1 on beir/b: no per-query values"),
         "{per_dataset}"
     );
 }

@@ -3,6 +3,7 @@
 
 mod cli;
 mod common;
+mod compare;
 mod justfile;
 mod matrix;
 mod outputs;

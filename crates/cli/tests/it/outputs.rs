@@ -421,6 +421,9 @@ fn every_command_that_prints_ends_quietly_when_its_reader_goes_away() {
         [&evaluate[..], &["-q"]].concat(),
         [&evaluate[..], &["--json"]].concat(),
         [&evaluate[..], &["--format", "trec_eval", "-q"]].concat(),
+        vec![
+            "compare", &trec_run, &trec_run, "--qrels", &qrels, "-m", "ndcg@10",
+        ],
         vec!["matrix", "list", &matrix],
         vec!["matrix", "status", &matrix],
         vec!["matrix", "slurm", &matrix],
