@@ -71,40 +71,79 @@ impl InvertedIndex {
         exhaustive: &mut Exhaustive,
         s: &mut Scratch,
     ) {
-        let floor = top.floor();
+        let pass = BlockPass {
+            query,
+            block,
+            bounds,
+            floor: top.floor(),
+        };
+        let left = self.order_lists(&pass, s);
+        let (taken, left) = self.add_short_lists(&pass, left, exhaustive, s);
+        self.collect_candidates(exhaustive, left, pass.floor, bounds, s);
+        self.add_long_lists(&pass, taken, left, exhaustive, s);
+        self.offer_in_order(query, block, top, s);
+    }
+
+    /// Each list's bound in the block into `s.bounds`, the lists into `s.order` shortest first;
+    /// returns the sum of the bounds.
+    fn order_lists(&self, pass: &BlockPass, s: &mut Scratch) -> f64 {
         s.bounds.clear();
-        s.bounds.extend(query.iter().map(|&(term, q)| {
-            f64::from(q) * f64::from(self.block_max[term * self.blocks + block])
+        s.bounds.extend(pass.query.iter().map(|&(term, q)| {
+            f64::from(q) * f64::from(self.block_max[term * self.blocks + pass.block])
         }));
         // Short lists first: they cost little to add and, in SPLADE, carry the large weights,
         // so that the bound left to the long lists soon cannot bring in a new document.
         s.order.clear();
-        s.order.extend(0..query.len());
-        let length = |i: usize| self.block_postings(query[i].0, block).0.len();
-        s.order.sort_unstable_by_key(|&i| (length(i), i));
-        let mut left: f64 = s.bounds.iter().sum();
-        // Every posting into the accumulator for the lists shorter than a quarter of the block
-        // (cheaper than looking candidates up in them), and for the others until their bounds
-        // could at most double a sum that can still enter: stopping as soon as no new document
-        // can enter leaves most documents candidates, slower than scoring every posting
-        // (measured on `lsr bench retrieve`).
+        s.order.extend(0..pass.query.len());
+        s.order
+            .sort_unstable_by_key(|&i| (self.list_length(pass, i), i));
+        s.bounds.iter().sum()
+    }
+
+    fn list_length(&self, pass: &BlockPass, i: usize) -> usize {
+        self.block_postings(pass.query[i].0, pass.block).0.len()
+    }
+
+    /// Every posting into the accumulator for the lists shorter than a quarter of the block
+    /// (cheaper than looking candidates up in them), and for the others until their bounds
+    /// could at most double a sum that can still enter: stopping as soon as no new document
+    /// can enter leaves most documents candidates, slower than scoring every posting
+    /// (measured on `lsr bench retrieve`). Returns how many lists were added and the bound left.
+    fn add_short_lists(
+        &self,
+        pass: &BlockPass,
+        mut left: f64,
+        exhaustive: &mut Exhaustive,
+        s: &Scratch,
+    ) -> (usize, f64) {
         let long = (1usize << self.block_bits) / 4;
         let mut taken = 0;
-        while taken < query.len()
-            && (bounds.reach(2.0 * left, floor) || length(s.order[taken]) < long)
+        while taken < pass.query.len()
+            && (pass.bounds.reach(2.0 * left, pass.floor)
+                || self.list_length(pass, s.order[taken]) < long)
         {
             let i = s.order[taken];
-            let (docs, weights) = self.block_postings(query[i].0, block);
-            let q = query[i].1;
+            let (docs, weights) = self.block_postings(pass.query[i].0, pass.block);
+            let q = pass.query[i].1;
             for (&doc, &weight) in docs.iter().zip(weights) {
                 exhaustive.block[doc as usize] += q * weight;
             }
             left = (left - s.bounds[i]).max(0.0);
             taken += 1;
         }
-        self.collect_candidates(exhaustive, left, floor, bounds, s);
-        // The long lists left, largest bound first: candidates that cannot make up the
-        // difference are dropped soonest.
+        (taken, left)
+    }
+
+    /// The long lists left, largest bound first, into the candidates' sums, dropping the
+    /// candidates that can no longer make up the difference (soonest with the largest bounds).
+    fn add_long_lists(
+        &self,
+        pass: &BlockPass,
+        taken: usize,
+        mut left: f64,
+        exhaustive: &mut Exhaustive,
+        s: &mut Scratch,
+    ) {
         let by_bound = &s.bounds;
         s.order[taken..]
             .sort_unstable_by(|&a, &b| by_bound[b].total_cmp(&by_bound[a]).then(a.cmp(&b)));
@@ -114,34 +153,15 @@ impl InvertedIndex {
                 break;
             }
             left = (left - s.bounds[i]).max(0.0);
-            let (docs, weights) = self.block_postings(query[i].0, block);
-            let q = query[i].1;
-            // From the shorter side: each candidate sought in the postings (galloping), or
-            // each posting added (to a dropped document it adds to −∞).
-            let postings = docs.len();
-            // A lookup (a gallop: branches the CPU cannot predict) costs about as much as 64
-            // sequential additions, measured on the retrieval benchmark.
-            let per_candidate = 64 + 2 * (postings / s.candidates.len() + 1).ilog2() as usize;
-            if s.candidates.len() * per_candidate < postings {
-                let mut at = 0;
-                for &doc in &s.candidates {
-                    at = seek(docs, at, doc);
-                    if at == docs.len() {
-                        break;
-                    }
-                    if docs[at] == doc {
-                        sums[doc as usize] += q * weights[at];
-                    }
-                }
-            } else {
-                for (&doc, &weight) in docs.iter().zip(weights) {
-                    sums[doc as usize] += q * weight;
-                }
-            }
-            keep_reaching(&mut s.candidates, sums, bounds.threshold(left, floor));
+            let (docs, weights) = self.block_postings(pass.query[i].0, pass.block);
+            add_to_candidates(docs, weights, pass.query[i].1, &s.candidates, sums);
+            keep_reaching(
+                &mut s.candidates,
+                sums,
+                pass.bounds.threshold(left, pass.floor),
+            );
         }
         sums.fill(0.0);
-        self.offer_in_order(query, block, top, s);
     }
 
     /// The accumulated documents that can reach `floor` with the bounds `left`, in document
@@ -221,6 +241,41 @@ impl Bounds {
     /// The smallest sum that can still reach `floor` with the bounds `left` (rounded down).
     fn threshold(&self, left: f64, floor: f32) -> f32 {
         ((f64::from(floor) / self.slack - left) as f32).next_down()
+    }
+}
+
+/// One query in one block: what each of its passes reads.
+struct BlockPass<'q> {
+    query: &'q [(usize, f32)],
+    block: usize,
+    bounds: &'q Bounds,
+    /// The score a document must beat to enter the top k.
+    floor: f32,
+}
+
+/// A list's postings times `q` into the sums of `candidates`, from the shorter side: each
+/// candidate sought in the postings (galloping), or each posting added (to a dropped document
+/// it adds to −∞).
+fn add_to_candidates(docs: &[u16], weights: &[f32], q: f32, candidates: &[u16], sums: &mut [f32]) {
+    let postings = docs.len();
+    // A lookup (a gallop: branches the CPU cannot predict) costs about as much as 64
+    // sequential additions, measured on the retrieval benchmark.
+    let per_candidate = 64 + 2 * (postings / candidates.len() + 1).ilog2() as usize;
+    if candidates.len() * per_candidate < postings {
+        let mut at = 0;
+        for &doc in candidates {
+            at = seek(docs, at, doc);
+            if at == docs.len() {
+                break;
+            }
+            if docs[at] == doc {
+                sums[doc as usize] += q * weights[at];
+            }
+        }
+    } else {
+        for (&doc, &weight) in docs.iter().zip(weights) {
+            sums[doc as usize] += q * weight;
+        }
     }
 }
 
