@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The miniature matrix under random SIGKILLs: runs it once undisturbed (the reference), then
-# again while killing `lsr matrix run` at seeded random times, in training or in evaluation,
-# and restarting it each time. After
+# again while killing `lsr matrix run` at seeded random times (every other kill once an
+# evaluation has started), and restarting it each time. After
 # every kill no finished cell may have changed, and `lsr matrix verify` checks that each log
 # holds its steps once and in order and that no cell has more to redo than one checkpoint
 # interval; at the end, `lsr matrix verify --against` the reference checks that every cell
@@ -10,7 +10,8 @@
 set -euo pipefail
 kills=${1:-24}
 seed=${2:-1}
-lsr=target/release/lsr
+# LSR: another build of lsr (e.g. target/debug/lsr, where a release build does not fit).
+lsr=${LSR:-target/release/lsr}
 # Shards of 16 documents, so that kills land in evaluation too and it resumes shard by shard.
 mini=(experiments/mini.toml --set recipe.checkpoint_every=50 --set eval.shard_documents=16)
 reference=("${mini[@]}" --results results/soak-reference)
@@ -45,17 +46,38 @@ check_after_kill() {
     "$lsr" matrix verify "${soak[@]}" || { echo "FAIL: after kill $killed"; exit 1; }
 }
 
+# Returns once a corpus is being encoded (its shard folder exists) or `lsr` has exited.
+until_evaluating() {
+    while kill -0 "$1" 2> /dev/null \
+        && ! compgen -G "results/soak/*/eval/*/corpus.shards" > /dev/null; do
+        sleep 0.02
+    done
+}
+
+in_evaluation=0
 start=$SECONDS
 while :; do
     "$lsr" matrix run "${soak[@]}" 2>> target/soak/soak.log &
     pid=$!
     if (( killed < kills )); then
-        delay_ms=$((500 + (RANDOM * 32768 + RANDOM) % max_ms))
+        # Every other kill waits for an evaluation to start: it takes a few seconds of a
+        # cell's thirty, where random times would seldom land.
+        if (( killed % 2 == 1 )); then
+            until_evaluating "$pid"
+            delay_ms=$(((RANDOM * 32768 + RANDOM) % 1500))
+        else
+            delay_ms=$((500 + (RANDOM * 32768 + RANDOM) % max_ms))
+        fi
         sleep "$(printf '%d.%03d' $((delay_ms / 1000)) $((delay_ms % 1000)))"
         if kill -9 "$pid" 2> /dev/null; then
             wait "$pid" 2> /dev/null || true
             killed=$((killed + 1))
-            echo "kill $killed after ${delay_ms} ms"
+            where=training
+            if compgen -G "results/soak/*/eval/*/corpus.shards/*.vectors" > /dev/null; then
+                where=evaluation
+                in_evaluation=$((in_evaluation + 1))
+            fi
+            echo "kill $killed after ${delay_ms} ms, in $where"
             check_after_kill
             continue
         fi
@@ -63,7 +85,8 @@ while :; do
     wait "$pid"
     break
 done
-echo "soak: ${killed} kills survived, $((SECONDS - start)) s"
+echo "soak: ${killed} kills survived (${in_evaluation} with corpus shards kept), $((SECONDS - start)) s"
+(( killed == 0 || in_evaluation > 0 )) || { echo "FAIL: no kill landed in evaluation"; exit 1; }
 
 failures=0
 "$lsr" matrix verify "${soak[@]}" --against results/soak-reference || failures=$((failures + 1))

@@ -149,10 +149,15 @@ impl Shards {
         if !key_path.exists() {
             lsr_files::write_json(&key_path, &key)?;
         }
-        Ok(Self {
-            done: complete_shards(&dir)?,
-            dir,
-        })
+        let done = complete_shards(&dir)?;
+        if !done.is_empty() {
+            tracing::info!(
+                "{}: resuming after {} complete shards",
+                dir.display(),
+                done.len()
+            );
+        }
+        Ok(Self { done, dir })
     }
 
     fn path(&self, shard: usize) -> PathBuf {
