@@ -163,7 +163,7 @@ fn retrieve_and_evaluate(
         None => queries,
     };
     let run = dataset.prepare_run(index.retrieve(queries, settings.top_k));
-    run.write(&out_dir.join("run.trec"), "lsr")?;
+    run.write(&out_dir.join(lsr_files::layout::RUN), "lsr")?;
     let level = dataset.relevance_level;
     Ok(evaluate(
         &run,

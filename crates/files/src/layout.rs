@@ -17,6 +17,8 @@ use crate::Result;
 use crate::status::{RunStatus, StatusFile};
 
 pub const METRICS: &str = "metrics.json";
+/// A data set's retrieved documents, in its evaluation directory (TREC run format).
+pub const RUN: &str = "run.trec";
 pub const FAILURE: &str = "failure.json";
 pub const INTERRUPTED: &str = "interrupted.json";
 pub const INFO: &str = "cell.json";

@@ -147,7 +147,7 @@ fn runs(dir: &Path) -> Result<Vec<PathBuf>> {
         let run = entry
             .map_err(|e| MatrixError::io(&eval, e))?
             .path()
-            .join("run.trec");
+            .join(lsr_files::layout::RUN);
         if run.is_file() {
             runs.push(run);
         }

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use crate::common::{fixture, lsr, stdout_of};
+use crate::common::{beir_set, fixture, lsr, stdout_of};
 
 /// The fixture run with q0 and q1 dropped (they count 0) and q2's ranking reversed.
 fn worse_run(dir: &Path) -> String {
@@ -124,4 +124,62 @@ fn a_run_of_other_queries_or_an_unknown_measure_is_refused_by_name() {
     );
     let error = refused(&base, "ndcg@ten");
     assert!(error.contains("ndcg@ten"), "{error}");
+}
+
+#[test]
+fn cells_and_eval_outputs_are_compared_on_a_data_set_with_its_qrels() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("data");
+    let qrels = std::fs::read_to_string(fixture("trec_eval/qrels.graded.txt")).unwrap();
+    let beir_qrels: String = (qrels.lines())
+        .map(|line| match line.split(' ').collect::<Vec<_>>()[..] {
+            [query, _, doc, grade] => format!("{query}\t{doc}\t{grade}\n"),
+            _ => panic!("{line}"),
+        })
+        .collect();
+    let corpus = r#"{"_id": "d1", "title": "", "text": "x"}"#;
+    let queries = r#"{"_id": "q0", "text": "x"}"#;
+    beir_set(&root, "scifact", corpus, queries, &beir_qrels);
+    // A matrix cell's evaluation and an `lsr eval --output`.
+    let cell = dir.path().join("cell");
+    let output = dir.path().join("output");
+    for (run, at) in [
+        (fixture("trec_eval/run.txt"), cell.join("eval/beir_scifact")),
+        (worse_run(dir.path()), output.join("beir_scifact")),
+    ] {
+        std::fs::create_dir_all(&at).unwrap();
+        std::fs::copy(run, at.join("run.trec")).unwrap();
+    }
+    let path = |p: &Path| p.to_str().unwrap().to_string();
+    let (cell, output, root) = (path(&cell), path(&output), path(&root));
+    let by_name = [
+        "compare",
+        &cell,
+        &output,
+        "--dataset",
+        "beir/scifact",
+        "--data-root",
+        &root,
+        "-m",
+        "ndcg@10",
+        "--json",
+    ];
+    let (base, worse) = (fixture("trec_eval/run.txt"), worse_run(dir.path()));
+    let qrels = fixture("trec_eval/qrels.graded.txt");
+    let by_file = [
+        "compare", &base, &worse, "--qrels", &qrels, "-m", "ndcg@10", "--json",
+    ];
+    let tests = |args: &[&str]| {
+        let got = json(args)["comparisons"][0].clone();
+        (got["t_test"].clone(), got["permutation"].clone())
+    };
+    assert_eq!(tests(&by_name), tests(&by_file));
+
+    let args = ["compare", &cell, &output, "--qrels", &qrels, "-m", "map"];
+    let out = lsr().args(args).output().unwrap();
+    let error = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        !out.status.success() && error.contains("a directory; name the data set"),
+        "{error}"
+    );
 }
