@@ -15,7 +15,7 @@ use lsr_eval::shards::{DEFAULT_SHARD_DOCUMENTS, ShardPart, remove_shards};
 use lsr_eval::{EvalError, Measure};
 use lsr_files::OutputLock;
 use lsr_files::layout::dataset_dir;
-use lsr_files::lock::EVAL_LOCK;
+use lsr_files::lock::{EVAL_LOCK, eval_part_lock};
 use lsr_files::stop::{INTERRUPTED_EXIT_CODE, stop_on_signals};
 
 use crate::model::ModelArgs;
@@ -90,9 +90,8 @@ pub fn run(args: EvalArgs) -> Result<ExitCode> {
         quantize: args.quantize,
         shard_documents: Some(args.shard_documents),
     };
-    // Parts share the output: each holds its own lock.
     let lock = match args.shard {
-        Some(part) => format!(".eval-part-{}-of-{}.lock", part.index, part.count),
+        Some(part) => eval_part_lock(part.index, part.count),
         None => EVAL_LOCK.to_string(),
     };
     let _lock = OutputLock::acquire(&args.output, &lock)?;

@@ -108,11 +108,7 @@ impl ShardKey {
             revision: checkpoint.revision.clone(),
             weights: FileStamp::of(&checkpoint.weights),
             rescaled: rescaled.map(|r| format!("k = {} ({:?})", r.k, r.mode)),
-            vocabulary_sha256: vocabulary
-                .sha256
-                .iter()
-                .map(|b| format!("{b:02x}"))
-                .collect(),
+            vocabulary_sha256: vocabulary.sha256_hex(),
             corpus: std::path::absolute(&dataset.corpus).unwrap_or_else(|_| dataset.corpus.clone()),
             corpus_file: FileStamp::of(&dataset.corpus),
             document_max_length: settings.document_max_length,
@@ -266,7 +262,7 @@ pub(crate) fn assemble(
     let mut writer = VectorWriter::create(&out_dir.join("corpus.vectors"), vocabulary)?;
     for shard in 0..count {
         let path = shards.path(shard);
-        if !shards.done.contains(&shard) && !path.exists() {
+        if !path.exists() {
             return Err(EvalError::Invalid(format!(
                 "{}: shard {shard} of {count} is missing; encode it (`lsr eval --shard I/N` for \
                  each part, or without --shard) before retrieving",
@@ -353,7 +349,7 @@ impl Pass<'_> {
             self.writer = None;
             return Err(EvalError::Interrupted {
                 shards: self.shards.dir.clone(),
-                complete: complete_shards(&self.shards.dir)?.len(),
+                complete: self.shards.complete()?,
             });
         }
         Ok(())

@@ -76,14 +76,16 @@ impl Fingerprint {
     fn same_vocabulary(&self, other: &Self) -> bool {
         (self.size, self.sha256) == (other.size, other.sha256)
     }
+
+    /// The vocabulary's SHA-256 in hexadecimal.
+    pub(crate) fn sha256_hex(&self) -> String {
+        self.sha256.iter().map(|b| format!("{b:02x}")).collect()
+    }
 }
 
 impl std::fmt::Display for Fingerprint {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let digest: String = self.sha256[..6]
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
+        let digest = &self.sha256_hex()[..12];
         write!(f, "{} tokens, sha256 {digest}…", self.size)
     }
 }

@@ -62,6 +62,12 @@ pub const TRAIN_LOCK: &str = ".train.lock";
 /// The lock file of an evaluation's output.
 pub const EVAL_LOCK: &str = ".eval.lock";
 
+/// The lock file of part `index` of `count` encoding a corpus into an evaluation's output
+/// (`lsr eval --shard I/N`): parts share the output, each holding its own lock.
+pub fn eval_part_lock(index: usize, count: usize) -> String {
+    format!(".eval-part-{index}-of-{count}.lock")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

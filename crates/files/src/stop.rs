@@ -1,8 +1,9 @@
 //! Stopping cleanly when asked: SIGTERM or SIGUSR1 (what Slurm sends before a time limit or a
 //! preemption) sets a flag that training reads at each step boundary, where it writes a
 //! checkpoint and ends the run as interrupted, and evaluation after each batch of documents,
-//! where it keeps the corpus shards it finished and drops the one in progress. A second SIGTERM ends the process at
-//! once (every file lsr writes is atomic, so nothing is left half-written).
+//! where it keeps the corpus shards it finished and drops the one in progress. A second
+//! SIGTERM ends the process at once (every file lsr writes is atomic, so nothing is left
+//! half-written).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, LazyLock};
@@ -16,7 +17,7 @@ pub const INTERRUPTED_EXIT_CODE: u8 = 75;
 static REQUESTED: LazyLock<Arc<AtomicBool>> = LazyLock::new(Arc::default);
 
 /// Makes SIGTERM and SIGUSR1 request a stop instead of ending the process. Called by the
-/// programs that train (a library that trains must not take over a process's signals).
+/// programs that train or evaluate (a library must not take over a process's signals).
 pub fn stop_on_signals() -> std::io::Result<()> {
     // Registered first, so it sees the flag as the previous signal left it.
     signal_hook::flag::register_conditional_shutdown(SIGTERM, 1, REQUESTED.clone())?;
