@@ -55,11 +55,9 @@ pub enum BackboneError {
     },
     #[error("{0}")]
     Checkpoint(String),
-    #[error("device `{spec}`: {message}")]
-    Device { spec: String, message: String },
-    /// An environment variable lsr reads (e.g. `LSR_MATMUL`) with a value it cannot use.
-    #[error("{0}")]
-    Setting(String),
+    /// A device that does not start, or a setting (e.g. `LSR_MATMUL`) it cannot use.
+    #[error(transparent)]
+    Compute(#[from] lsr_compute::ComputeError),
 }
 
 pub type Result<T, E = BackboneError> = std::result::Result<T, E>;

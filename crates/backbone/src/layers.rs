@@ -8,8 +8,8 @@ use burn::prelude::*;
 use burn::tensor::{DType, Distribution, activation};
 
 use crate::error::{BackboneError, Result};
-use crate::norm::LayerNorm;
-use crate::precision::{linear, matmul, residual};
+use lsr_compute::norm::LayerNorm;
+use lsr_compute::precision::{linear, matmul, residual};
 use crate::weights::Weights;
 
 /// Added to the attention score of a key a query may not see. Large enough that `exp` gives 0,
@@ -397,5 +397,22 @@ mod tests {
         training.seed(7);
         let again = values(Dropout(p).forward(Tensor::<2>::ones([200, 500], &training)));
         assert_eq!(dropped, again, "the same seed draws the same mask");
+    }
+
+    #[test]
+    fn attention_softmax_is_f32_and_the_output_is_in_the_input_dtype() {
+        let device = Device::flex();
+        let values: Vec<f32> = (0..2 * 3 * 4).map(|i| (i as f32 * 0.37).sin()).collect();
+        let t = || Tensor::<4>::from_data(TensorData::new(values.clone(), [1, 2, 3, 4]), &device);
+        let bias = Tensor::<4>::zeros([1, 1, 1, 3], &device);
+        let exact = attend(t(), t(), t(), bias.clone(), Dropout(0.0));
+        let bf16 = || t().cast(DType::BF16);
+        let mixed = attend(bf16(), bf16(), bf16(), bias, Dropout(0.0));
+        assert_eq!(mixed.dtype(), DType::BF16);
+        let a: Vec<f32> = exact.into_data().convert::<f32>().try_into_vec().unwrap();
+        let b: Vec<f32> = mixed.into_data().convert::<f32>().try_into_vec().unwrap();
+        for (a, b) in a.iter().zip(&b) {
+            assert!((a - b).abs() <= 2e-2, "{a} vs {b}");
+        }
     }
 }

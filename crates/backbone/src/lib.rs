@@ -4,40 +4,32 @@
 //! transformers, for BERT, DistilBERT, ALBERT, RoBERTa, GTE ("new"), ModernBERT and Ettin. It
 //! owns the MLM head as one concept across families (transform, decoder tied or not,
 //! vocabulary bias), the paper's `rescale_mlm_head(k)`, the head statistics used to choose k,
-//! tokenisation, and the choice of burn device. It knows nothing of SPLADE.
+//! and tokenisation. How a model computes on a device (device choice, precision, products,
+//! cuBLASLt) is lsr-compute's, below it; it knows nothing of SPLADE.
 
 pub mod checkpoint;
 pub mod config;
-#[cfg(feature = "cuda")]
-pub mod cublas;
-pub mod device;
 pub mod error;
 pub mod family;
 pub mod head;
 pub mod hf_names;
 pub mod hf_writer;
 pub mod layers;
-pub mod matmul_mode;
 pub mod miniature;
 pub mod model;
-pub mod norm;
-pub mod precision;
 pub mod reference;
 pub mod stats;
 pub mod tokenizer;
 pub mod weights;
 
 pub use checkpoint::{Checkpoint, HubSettings};
-pub use device::{compiled_backends, parse_device};
 pub use error::{BackboneError, Result};
 pub use family::ModelConfig;
 pub use family::{Dims, Encoder, EncoderModel, FAMILIES, Family};
 pub use head::MlmHead;
 pub use hf_names::{TensorNames, parameter_values};
 pub use hf_writer::{write_checkpoint, write_checkpoint_with};
-pub use matmul_mode::MatmulMode;
 pub use model::{Backbone, MaskedLm, RESCALE_RECORD, RescaleMode, RescaleRecord, check_scale};
-pub use precision::Precision;
 pub use stats::{ANCHOR, ANCHOR_ROW_NORM, HeadStats, PAPER_GRID, suggest_k};
 pub use tokenizer::{TextTokenizer, TokenBatch};
 pub use weights::{TensorOrigin, Weights};

@@ -12,7 +12,7 @@ use crate::error::{BackboneError, Result};
 use crate::family::{Encoder, EncoderModel, ModelConfig};
 use crate::head::MlmHead;
 use crate::hf_names::TensorNames;
-use crate::precision::Precision;
+use lsr_compute::precision::Precision;
 use crate::tokenizer::TextTokenizer;
 use crate::weights::Weights;
 

@@ -16,19 +16,6 @@ pub fn fixtures_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/fixtures")
 }
 
-/// The devices a test comparing two computations of the same thing runs on: flex, and the
-/// device `LSR_TEST_DEVICE` names (CI: WGPU on Mesa's software Vulkan).
-pub fn test_devices() -> Vec<Device> {
-    let mut devices = vec![Device::flex()];
-    match std::env::var("LSR_TEST_DEVICE") {
-        Ok(spec) => {
-            devices.push(crate::device::parse_device(Some(&spec)).expect("LSR_TEST_DEVICE"))
-        }
-        Err(_) => lsr_files::ci::cannot_set_up("a second device: LSR_TEST_DEVICE is not set"),
-    }
-    devices
-}
-
 /// The texts the fixtures were computed on and the max length they were truncated to.
 pub fn fixture_texts() -> Result<(Vec<String>, usize)> {
     fixture_texts_in(&fixtures_dir())

@@ -17,7 +17,7 @@ use rand_distr::Distribution;
 use safetensors::{Dtype, SafeTensors};
 
 use crate::error::{BackboneError, Result};
-use crate::norm::LayerNorm;
+use lsr_compute::norm::LayerNorm;
 
 /// Named tensors of a checkpoint, read on demand and placed on a device as f32.
 ///

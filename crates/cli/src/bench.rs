@@ -7,13 +7,14 @@ use std::time::Instant;
 use anyhow::Result;
 use burn::prelude::*;
 use clap::{Args, Subcommand};
-use lsr_backbone::precision::{self, products_on};
-use lsr_backbone::{
-    MaskedLm, MatmulMode, ModelConfig, Precision, TokenBatch, Weights, parse_device,
-};
+use lsr_backbone::{MaskedLm, ModelConfig, TokenBatch, Weights};
+use lsr_compute::precision::{self, LtTotals, cublaslt_library, products_on, take_lt_totals};
+use lsr_compute::{MatmulMode, Precision, parse_device};
 use lsr_splade::encode_pooled_tiles;
 use lsr_train::data::TrainBatch;
 use lsr_train::{Recipe, Trainer};
+
+use crate::values::ProductShape;
 use serde::Serialize;
 
 /// `bert-base-uncased`'s config.json (the architecture; weights are random).
@@ -40,7 +41,7 @@ pub enum BenchCommand {
     Matmul(MatmulBench),
     /// The reductions over tokens of a training step, each alone: the column sum of a
     /// `[rows, width]` gradient (a bias or LayerNorm gradient) in one pass and in the two
-    /// passes lsr's parameter broadcasts give it (`lsr_backbone::norm`), and the SPLADE max
+    /// passes lsr's parameter broadcasts give it (`lsr_compute::norm`), and the SPLADE max
     /// over the tokens of one vocabulary tile.
     Reduce(ReduceBench),
 }
@@ -71,6 +72,7 @@ impl<const WARMUP: usize, const ITERATIONS: usize> Repeat<WARMUP, ITERATIONS> {
             device: device.clone(),
             warmup: self.warmup,
             iterations: self.iterations,
+            products: Default::default(),
         };
         Ok((device, harness))
     }
@@ -114,18 +116,12 @@ struct ReduceReport {
 
 #[derive(Args)]
 pub struct MatmulBench {
-    /// Rows of the left operand (tokens).
-    #[arg(long, default_value_t = 32768, value_parser = crate::values::at_least_one)]
-    m: usize,
-    #[arg(long, default_value_t = 768, value_parser = crate::values::at_least_one)]
-    k: usize,
-    /// Columns of the result (the MLM head's vocabulary by default).
-    #[arg(long, default_value_t = 30522, value_parser = crate::values::at_least_one)]
-    n: usize,
-    /// The right operand is the transpose of a `[n, k]` matrix, as lsr's linear and decoder
-    /// weights are (PyTorch's layout).
-    #[arg(long)]
-    transposed_rhs: bool,
+    /// A product `[M, K]·[K, N]` as `NAME=MxKxN`, with a trailing `t` where the right operand is
+    /// the transpose of an `[N, K]` matrix, as lsr's linear and decoder weights are (PyTorch's
+    /// layout); repeat for several, measured one after the other in this process. Default: the
+    /// MLM head at the encoding shape, `head=32768x768x30522t`.
+    #[arg(long = "shape", value_parser = crate::values::product_shape)]
+    shapes: Vec<ProductShape>,
     /// f32 (cubecl may use TF32 tensor cores) or bf16-mixed (bf16 operands and result).
     #[arg(long, default_value = "f32")]
     precision: Precision,
@@ -135,6 +131,8 @@ pub struct MatmulBench {
 
 #[derive(Serialize)]
 struct MatmulReport {
+    /// The shape's name on the command line.
+    shape: String,
     device: String,
     precision: Precision,
     /// How the products ran (`LSR_MATMUL` on this device): `cube` or `cublas`.
@@ -145,6 +143,8 @@ struct MatmulReport {
     transposed_rhs: bool,
     seconds: f64,
     tflops: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cublas: Option<CublasReport>,
 }
 
 #[derive(Args)]
@@ -245,6 +245,8 @@ struct TrainStepReport {
     peak_rss_mib: Option<f64>,
     /// What the device's allocator holds after the timed steps (GPU backends).
     device_reserved_mib: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cublas: Option<CublasReport>,
 }
 
 #[derive(Serialize)]
@@ -261,6 +263,8 @@ struct EncodeReport {
     peak_rss_mib: Option<f64>,
     /// What the device's allocator holds after the timed batches (GPU backends).
     device_reserved_mib: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cublas: Option<CublasReport>,
 }
 
 pub fn run(command: BenchCommand) -> Result<()> {
@@ -286,6 +290,8 @@ struct Harness {
     device: Device,
     warmup: usize,
     iterations: usize,
+    /// What cuBLASLt did in the last timed runs (CUDA builds).
+    products: std::cell::Cell<Option<LtTotals>>,
 }
 
 impl Harness {
@@ -296,13 +302,35 @@ impl Harness {
         let warm: Vec<T> = (0..self.warmup).map(|_| work()).collect();
         self.device.sync()?;
         drop(warm);
+        take_lt_totals();
         let (done, seconds) = timed(|| {
             let results: Vec<T> = (0..self.iterations).map(|_| work()).collect();
             self.device.sync().map(|()| results)
         });
         drop(done?);
+        self.products.set(take_lt_totals());
         Ok(seconds / self.iterations.max(1) as f64)
     }
+
+    /// cuBLASLt's share of the last timed runs, where products went there.
+    fn cublas(&self) -> Option<CublasReport> {
+        let totals = self.products.get().filter(|t| t.products + t.fallbacks > 0)?;
+        Some(CublasReport {
+            library: cublaslt_library(),
+            iterations: self.iterations,
+            totals,
+        })
+    }
+}
+
+/// What the cuBLASLt route did over a bench's timed runs: products, fallbacks, host time in
+/// Route A's syncs, device time under `LSR_CUBLAS_TIMING=1`, and the library file that served it.
+#[derive(Serialize)]
+struct CublasReport {
+    library: Option<String>,
+    iterations: usize,
+    #[serde(flatten)]
+    totals: LtTotals,
 }
 
 /// Prints a bench's `report`: one JSON object with `--json`, else the line `describe` writes.
@@ -439,6 +467,7 @@ fn train_step(args: TrainStepBench) -> Result<()> {
         seconds_per_step,
         peak_rss_mib: peak_rss_mib(),
         device_reserved_mib: reserved_mib(&device),
+        cublas: harness.cublas(),
     };
     print(&report, args.repeat.json, |report| {
         format!(
@@ -477,6 +506,7 @@ fn encode(args: EncodeBench) -> Result<()> {
         sequences_per_second: args.batch as f64 / seconds,
         peak_rss_mib: peak_rss_mib(),
         device_reserved_mib: reserved_mib(&device),
+        cublas: harness.cublas(),
     };
     print(&report, args.repeat.json, |report| {
         format!(
@@ -493,56 +523,72 @@ fn encode(args: EncodeBench) -> Result<()> {
 }
 
 fn matmul(args: MatmulBench) -> Result<()> {
-    use burn::tensor::Distribution;
     let (device, harness) = args.repeat.start()?;
-    let dtype = args.precision.compute();
-    let random = |shape: [usize; 2]| {
-        Tensor::<2>::random(shape, Distribution::Normal(0.0, 1.0), &device).cast(dtype)
+    let shapes = match args.shapes.is_empty() {
+        true => vec![crate::values::product_shape("head=32768x768x30522t").expect("a shape")],
+        false => args.shapes,
     };
-    let lhs = random([args.m, args.k]);
-    let rhs = if args.transposed_rhs {
-        random([args.n, args.k]).transpose()
-    } else {
-        random([args.k, args.n])
+    for shape in shapes {
+        let report = product(&shape, args.precision, &device, &harness)?;
+        print(&report, args.repeat.json, |report| {
+            format!(
+                "matmul {} [{}, {}]·[{}, {}]{} in {} on {} ({}): {:.3} ms, {:.1} TFLOP/s",
+                report.shape,
+                report.m,
+                report.k,
+                report.k,
+                report.n,
+                if report.transposed_rhs { " (rhs transposed)" } else { "" },
+                report.precision,
+                report.device,
+                report.matmul.name(),
+                report.seconds * 1e3,
+                report.tflops
+            )
+        })?;
+    }
+    Ok(())
+}
+
+/// One shape of `lsr bench matmul`, timed where the model's products go.
+fn product(
+    shape: &ProductShape,
+    precision: Precision,
+    device: &Device,
+    harness: &Harness,
+) -> Result<MatmulReport> {
+    use burn::tensor::Distribution;
+    let dtype = precision.compute();
+    let random = |dims: [usize; 2]| {
+        Tensor::<2>::random(dims, Distribution::Normal(0.0, 1.0), device).cast(dtype)
+    };
+    let (m, k, n) = (shape.m, shape.k, shape.n);
+    let lhs = random([m, k]);
+    let rhs = match shape.transposed_rhs {
+        true => random([n, k]).transpose(),
+        false => random([k, n]),
     };
     // Each product dropped at once: ten `[m, n]` results would not fit together.
     let seconds = harness.seconds(|| drop(precision::matmul(lhs.clone(), rhs.clone())))?;
-    let report = MatmulReport {
+    Ok(MatmulReport {
+        shape: shape.name.clone(),
         device: format!("{device:?}"),
-        precision: args.precision,
-        matmul: products_on(&device),
-        m: args.m,
-        k: args.k,
-        n: args.n,
-        transposed_rhs: args.transposed_rhs,
+        precision,
+        matmul: products_on(device),
+        m,
+        k,
+        n,
+        transposed_rhs: shape.transposed_rhs,
         seconds,
-        tflops: 2.0 * (args.m * args.k * args.n) as f64 / seconds / 1e12,
-    };
-    print(&report, args.repeat.json, |report| {
-        format!(
-            "matmul [{}, {}]·[{}, {}]{} in {} on {} ({}): {:.3} ms, {:.1} TFLOP/s",
-            report.m,
-            report.k,
-            report.k,
-            report.n,
-            if report.transposed_rhs {
-                " (rhs transposed)"
-            } else {
-                ""
-            },
-            report.precision,
-            report.device,
-            report.matmul.name(),
-            report.seconds * 1e3,
-            report.tflops
-        )
+        tflops: 2.0 * (m * k * n) as f64 / seconds / 1e12,
+        cublas: harness.cublas(),
     })
 }
 
 fn reduce(args: ReduceBench) -> Result<()> {
     use burn::tensor::Distribution;
     let (device, harness) = args.repeat.start()?;
-    let block = lsr_backbone::norm::row_block(args.rows);
+    let block = lsr_compute::norm::row_block(args.rows);
     let columns = Tensor::<2>::random([args.rows, args.width], Distribution::Default, &device);
     let logits = Tensor::<3>::random(
         [args.batch, args.seq_len, args.terms],

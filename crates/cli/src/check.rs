@@ -10,7 +10,8 @@ use clap::{Args, ValueEnum};
 use lsr_backbone::reference::{
     ReferenceOutputs, Yardstick, fixture_texts_in, reduced_precision_logit_bound,
 };
-use lsr_backbone::{Backbone, Precision, RescaleMode, parse_device};
+use lsr_backbone::{Backbone, RescaleMode};
+use lsr_compute::{Precision, parse_device};
 use lsr_splade::SpladeEncoder;
 use lsr_train::reference::{StepDeviation, bf16_step_bounds, step_deviation};
 use serde::Serialize;

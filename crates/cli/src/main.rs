@@ -85,12 +85,12 @@ fn no_color() -> bool {
 
 /// The log levels without `RUST_LOG` (docs/commands.md, "Logs").
 const DEFAULT_LOG: &str =
-    "warn,lsr=info,lsr_backbone::device=info,lsr_train=info,lsr_eval=info,lsr_matrix=info";
+    "warn,lsr=info,lsr_compute=info,lsr_train=info,lsr_eval=info,lsr_matrix=info";
 
 fn main() -> ExitCode {
     // SAFETY: first statements of `main`, before any thread exists.
     unsafe {
-        lsr_backbone::device::pin_implicit_default_to_host();
+        lsr_compute::device::pin_implicit_default_to_host();
         end_quietly_when_the_reader_goes_away();
     }
     use tracing_subscriber::prelude::*;
@@ -111,7 +111,7 @@ fn main() -> ExitCode {
         // error (or the log line naming the device picked instead) already says it.
         .with(tracing_subscriber::filter::filter_fn(|meta| {
             let backend = ["cubecl", "wgpu_hal", "wgpu_core"];
-            !(lsr_backbone::device::probing()
+            !(lsr_compute::device::probing()
                 && backend.iter().any(|t| meta.target().starts_with(t)))
         }))
         .init();

@@ -3,7 +3,8 @@
 
 use anyhow::{Result, anyhow};
 use clap::Args;
-use lsr_backbone::{Backbone, BackboneError, Precision, RescaleMode, parse_device};
+use lsr_backbone::{Backbone, BackboneError, RescaleMode};
+use lsr_compute::{Precision, parse_device};
 use lsr_splade::SpladeEncoder;
 
 /// The model a command encodes with: a checkpoint, its rescaling and the device.

@@ -5,9 +5,8 @@ use std::sync::LazyLock;
 
 use anyhow::{Result, bail};
 use clap::{Args, Subcommand};
-use lsr_backbone::{
-    ANCHOR, ANCHOR_ROW_NORM, Backbone, HeadStats, PAPER_GRID, parse_device, suggest_k,
-};
+use lsr_backbone::{ANCHOR, ANCHOR_ROW_NORM, Backbone, HeadStats, PAPER_GRID, suggest_k};
+use lsr_compute::parse_device;
 
 #[derive(Args)]
 pub struct NormsArgs {

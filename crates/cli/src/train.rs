@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::Args;
-use lsr_backbone::parse_device;
+use lsr_compute::parse_device;
 use lsr_files::stop::{INTERRUPTED_EXIT_CODE, stop_on_signals};
 use lsr_train::{Outcome, TrainConfig};
 

@@ -30,6 +30,41 @@ where
     }
 }
 
+/// A named matrix product of `lsr bench matmul`: `NAME=MxKxN`, a trailing `t` where the right
+/// operand is the transpose of an `[N, K]` matrix.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProductShape {
+    pub name: String,
+    pub m: usize,
+    pub k: usize,
+    pub n: usize,
+    pub transposed_rhs: bool,
+}
+
+pub fn product_shape(text: &str) -> Result<ProductShape, String> {
+    let expected = || format!("`{text}`: expected NAME=MxKxN or NAME=MxKxNt, each size ≥ 1");
+    let (name, dims) = text.split_once('=').ok_or_else(expected)?;
+    let (dims, transposed_rhs) = match dims.strip_suffix('t') {
+        Some(dims) => (dims, true),
+        None => (dims, false),
+    };
+    let sizes: Vec<usize> = dims
+        .split('x')
+        .map(at_least_one)
+        .collect::<Result<_, _>>()
+        .map_err(|_| expected())?;
+    match (name.is_empty(), sizes.as_slice()) {
+        (false, &[m, k, n]) => Ok(ProductShape {
+            name: name.to_string(),
+            m,
+            k,
+            n,
+            transposed_rhs,
+        }),
+        _ => Err(expected()),
+    }
+}
+
 /// A significance level: strictly between 0 and 1.
 pub fn level(text: &str) -> Result<f64, String> {
     let value = text.parse::<f64>().map_err(|e| e.to_string())?;
@@ -50,6 +85,18 @@ pub fn scale(text: &str) -> Result<f64, String> {
 #[cfg(test)]
 mod tests {
     use std::any::TypeId;
+
+    #[test]
+    fn product_shapes_name_their_sizes_and_whether_the_right_operand_is_transposed() {
+        let head = super::product_shape("head=32768x768x30522t").unwrap();
+        assert_eq!((head.name.as_str(), head.m, head.k, head.n), ("head", 32768, 768, 30522));
+        assert!(head.transposed_rhs);
+        assert!(!super::product_shape("ffn=8x4x2").unwrap().transposed_rhs);
+        for bad in ["8x4x2", "=8x4x2", "a=8x4", "a=8x0x2", "a=8x4x2tt", "a=8xx2"] {
+            let error = super::product_shape(bad).unwrap_err();
+            assert!(error.contains(bad), "{bad}: {error}");
+        }
+    }
 
     use clap::{CommandFactory, Parser};
 

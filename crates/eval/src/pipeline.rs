@@ -12,7 +12,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use lsr_backbone::Precision;
+use lsr_compute::Precision;
 use lsr_splade::SpladeEncoder;
 use serde::Serialize;
 

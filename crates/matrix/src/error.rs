@@ -25,6 +25,9 @@ pub enum MatrixError {
     Eval(#[from] lsr_eval::EvalError),
     #[error(transparent)]
     Backbone(#[from] lsr_backbone::BackboneError),
+    /// A device that does not start, or a setting it cannot use.
+    #[error(transparent)]
+    Compute(#[from] lsr_compute::ComputeError),
     #[error("{0}")]
     Validation(String),
 }

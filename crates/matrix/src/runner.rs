@@ -2,7 +2,8 @@
 
 use std::path::Path;
 
-use lsr_backbone::{Backbone, Checkpoint, RescaleMode, parse_device};
+use lsr_backbone::{Backbone, Checkpoint, RescaleMode};
+use lsr_compute::parse_device;
 use lsr_data::Dataset;
 use lsr_eval::EvalError;
 use lsr_eval::Measure;

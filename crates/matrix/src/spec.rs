@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use lsr_backbone::Precision;
+use lsr_compute::Precision;
 use lsr_data::Dataset;
 use lsr_eval::Measure;
 use lsr_eval::pipeline::{DEFAULT_MAX_LENGTH, EvalSettings};

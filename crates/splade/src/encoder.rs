@@ -210,7 +210,7 @@ mod tests {
     #[test]
     fn tiled_pooling_has_the_gradients_of_pooling_the_whole_logits() {
         use lsr_backbone::EncoderModel;
-        let mut devices = lsr_backbone::reference::test_devices().into_iter();
+        let mut devices = lsr_compute::test_devices().into_iter();
         let flex = devices.next().expect("flex comes first");
         let cases = [(flex.clone(), "bert"), (flex, "modernbert")]
             .into_iter()

@@ -159,7 +159,7 @@ pub fn restore_model(path: &Path, model: MaskedLm) -> Result<MaskedLm> {
 
 /// Restores model and optimiser of `trainer` from checkpoint `path`; returns its run state.
 /// burn puts the optimiser state on its implicit default device (moved to the parameters' at
-/// the next step): the host in `lsr`, see `lsr_backbone::device::pin_implicit_default_to_host`.
+/// the next step): the host in `lsr`, see `lsr_compute::device::pin_implicit_default_to_host`.
 pub fn restore(path: &Path, trainer: &mut Trainer) -> Result<RunState> {
     let state_path = path.join(STATE);
     let text = std::fs::read(&state_path).map_err(|e| TrainError::io(&state_path, e))?;

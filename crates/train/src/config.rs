@@ -5,7 +5,8 @@
 use std::path::{Path, PathBuf};
 
 use burn::prelude::Device;
-use lsr_backbone::{Backbone, MaskedLm, Precision, RescaleMode};
+use lsr_backbone::{Backbone, MaskedLm, RescaleMode};
+use lsr_compute::Precision;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Result, TrainError};

@@ -27,6 +27,9 @@ pub enum TrainError {
     Checkpoint { path: PathBuf, message: String },
     #[error(transparent)]
     Backbone(#[from] BackboneError),
+    /// A device that does not start, or a setting it cannot use.
+    #[error(transparent)]
+    Compute(#[from] lsr_compute::ComputeError),
     #[error("validation on {dataset} at step {step}: {message}")]
     Validation {
         dataset: String,

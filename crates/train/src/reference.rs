@@ -8,7 +8,8 @@
 use std::path::Path;
 
 use burn::prelude::*;
-use lsr_backbone::{Backbone, Precision, RescaleMode, TokenBatch, parameter_values};
+use lsr_backbone::{Backbone, RescaleMode, TokenBatch, parameter_values};
+use lsr_compute::Precision;
 use safetensors::SafeTensors;
 
 use crate::data::TrainBatch;

@@ -10,7 +10,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use burn::prelude::*;
-use lsr_backbone::{Backbone, parse_device};
+use lsr_backbone::Backbone;
+use lsr_compute::parse_device;
 use lsr_files::lock::TRAIN_LOCK;
 use lsr_files::status::BestStep;
 use lsr_files::status::STATUS;

@@ -11,7 +11,7 @@ use burn::tensor::DType;
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::norm::LayerNorm;
+use lsr_compute::norm::LayerNorm;
 use crate::config::{default_one, default_true, default_type_vocab};
 use crate::family::{Dims, Encoder, EncoderModel, Family, ModelConfig, registered};
 use crate::error::{BackboneError, Result};
@@ -21,7 +21,7 @@ use crate::layers::{
     run_post_ln,
 };
 use crate::miniature::{self, HIDDEN};
-use crate::precision::linear;
+use lsr_compute::precision::linear;
 use crate::weights::Weights;
 
 #[derive(Clone, Debug, Deserialize)]

@@ -11,7 +11,7 @@ use burn::tensor::DType;
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::norm::LayerNorm;
+use lsr_compute::norm::LayerNorm;
 use crate::config::{default_dropout, default_true, default_type_vocab};
 use crate::family::{Dims, Encoder, EncoderModel, Family, ModelConfig, registered};
 use crate::error::{BackboneError, Result};

@@ -10,7 +10,7 @@ use burn::tensor::DType;
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::norm::LayerNorm;
+use lsr_compute::norm::LayerNorm;
 use crate::config::{default_dropout, default_true, parse_json};
 use crate::family::{Dims, Encoder, EncoderModel, Family, ModelConfig, registered};
 use crate::error::Result;

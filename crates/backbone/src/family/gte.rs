@@ -12,7 +12,7 @@ use burn::tensor::DType;
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::norm::LayerNorm;
+use lsr_compute::norm::LayerNorm;
 use crate::config::{default_dropout, default_one, default_true};
 use crate::family::{Dims, Encoder, EncoderModel, Family, ModelConfig, registered};
 use crate::error::{BackboneError, Result};
@@ -22,7 +22,7 @@ use crate::layers::{
     padding_bias,
 };
 use crate::miniature::{HEADS, HIDDEN, INTERMEDIATE, LAYERS, POSITIONS};
-use crate::precision::residual;
+use lsr_compute::precision::residual;
 use crate::weights::Weights;
 
 #[derive(Clone, Debug, Deserialize)]

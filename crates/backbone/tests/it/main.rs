@@ -2,7 +2,6 @@
 //! executable per crate, not one per file (each links the whole backend stack).
 
 mod bad_input;
-mod device;
 mod dropout;
 mod parity;
 mod precision;

@@ -6,7 +6,8 @@
 
 use burn::prelude::*;
 use lsr_backbone::reference::{ReferenceOutputs, fixture_texts, fixtures_dir, logits_of};
-use lsr_backbone::{Backbone, FAMILIES, parse_device};
+use lsr_backbone::{Backbone, FAMILIES};
+use lsr_compute::parse_device;
 
 use crate::family_fixture;
 

@@ -7,7 +7,8 @@ use burn::tensor::DType;
 use lsr_backbone::reference::{
     ReferenceOutputs, Yardstick, fixture_texts, fixtures_dir, reduced_precision_logit_bound,
 };
-use lsr_backbone::{Backbone, FAMILIES, Precision};
+use lsr_backbone::{Backbone, FAMILIES};
+use lsr_compute::Precision;
 
 #[test]
 fn every_family_runs_in_bf16_and_stays_close_to_transformers() {

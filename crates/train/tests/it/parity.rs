@@ -4,7 +4,7 @@
 //! own bf16 autocast step comes (within twice).
 
 use burn::prelude::*;
-use lsr_backbone::Precision;
+use lsr_compute::Precision;
 use lsr_backbone::reference::fixtures_dir;
 use lsr_train::reference::{bf16_step_bounds, step_deviation};
 

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use lsr_backbone::Precision;
+use lsr_compute::Precision;
 use lsr_backbone::reference::fixtures_dir;
 use lsr_files::{RunStatus, StatusFile, TrainCsv};
 use lsr_train::{

@@ -1,13 +1,13 @@
 //! The choice of burn device: the one rule that turns `flex`, `wgpu[:N]` or `cuda[:N]` (or
-//! nothing: the best backend that starts on this machine) into a working device.
+//! nothing: the best backend that starts on this machine) into a working device, and the
+//! devices the tests compare on.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use burn::prelude::Device;
 
-use crate::error::{BackboneError, Result};
 use crate::matmul_mode::{MatmulMode, matmul_mode};
-use crate::precision;
+use crate::{ComputeError, Result, kernel_cache, precision};
 
 /// Set while a backend is being started: what it logs then is the probe's error text instead.
 static PROBING: AtomicBool = AtomicBool::new(false);
@@ -55,7 +55,7 @@ pub fn compiled_backends() -> Vec<&'static str> {
 /// product; `cublas` on a device that is not CUDA is allowed (its products use cube) and logged.
 pub fn parse_device(spec: Option<&str>) -> Result<Device> {
     let device = choose(spec)?;
-    let route = precision::products_route(&device).map_err(BackboneError::Setting)?;
+    let route = precision::products_route(&device).map_err(ComputeError::Setting)?;
     if matmul_mode() == Ok(MatmulMode::Cublas) && route != MatmulMode::Cublas {
         tracing::warn!("LSR_MATMUL=cublas: {device:?} is not a CUDA device; its products use cube");
     }
@@ -88,7 +88,7 @@ fn choose(spec: Option<&str>) -> Result<Device> {
 fn start(spec: &str) -> Result<Device> {
     let (name, index) = match spec.split_once(':') {
         Some((name, index)) => {
-            let index = index.parse::<usize>().map_err(|_| BackboneError::Device {
+            let index = index.parse::<usize>().map_err(|_| ComputeError::Device {
                 spec: spec.to_string(),
                 message: format!("`{index}` is not a device index"),
             })?;
@@ -96,21 +96,25 @@ fn start(spec: &str) -> Result<Device> {
         }
         None => (spec, None),
     };
+    if name == "flex" || name == "cpu" {
+        return Ok(Device::flex());
+    }
+    // Before a GPU backend reads cubecl's configuration, which it does once per process.
+    kernel_cache::configure();
     let (device, missing) = match name {
-        "flex" | "cpu" => return Ok(Device::flex()),
         "wgpu" => (
             wgpu(index),
             "no Vulkan, Metal or GL adapter with a working driver",
         ),
         "cuda" => (cuda(index.unwrap_or(0)), "no CUDA driver or device"),
         other => {
-            return Err(BackboneError::Device {
+            return Err(ComputeError::Device {
                 spec: spec.to_string(),
                 message: format!("unknown backend `{other}`; expected flex, wgpu[:N] or cuda[:N]"),
             });
         }
     };
-    let device = device.map_err(|feature| BackboneError::Device {
+    let device = device.map_err(|feature| ComputeError::Device {
         spec: spec.to_string(),
         message: format!(
             "this binary was built without the `{feature}` feature (compiled: {}); rebuild with \
@@ -119,7 +123,7 @@ fn start(spec: &str) -> Result<Device> {
         ),
     })?;
     if name == "cuda" {
-        cuda_driver_has(index.unwrap_or(0)).map_err(|why| BackboneError::Device {
+        cuda_driver_has(index.unwrap_or(0)).map_err(|why| ComputeError::Device {
             spec: spec.to_string(),
             message: format!("could not start ({missing}): {why}"),
         })?;
@@ -151,6 +155,17 @@ fn cuda_driver_has(index: usize) -> std::result::Result<(), String> {
         let _ = index;
         Ok(())
     }
+}
+
+/// The devices a test comparing two computations of the same thing runs on: flex, and the
+/// device `LSR_TEST_DEVICE` names (CI: WGPU on Mesa's software Vulkan).
+pub fn test_devices() -> Vec<Device> {
+    let mut devices = vec![Device::flex()];
+    match std::env::var("LSR_TEST_DEVICE") {
+        Ok(spec) => devices.push(parse_device(Some(&spec)).expect("LSR_TEST_DEVICE")),
+        Err(_) => lsr_files::ci::cannot_set_up("a second device: LSR_TEST_DEVICE is not set"),
+    }
+    devices
 }
 
 /// `cuda: <why>` from a refusal, cut before the backend's list of library names.
@@ -199,7 +214,7 @@ fn probe(device: Device, spec: &str, missing: &str) -> Result<Device> {
     let probe_device = device.clone();
     match quietly(move || burn::prelude::Tensor::<1>::zeros([1], &probe_device).into_data()) {
         Ok(_) => Ok(device),
-        Err(panics) => Err(BackboneError::Device {
+        Err(panics) => Err(ComputeError::Device {
             spec: spec.to_string(),
             // The first panic is the cause; the ones after it are its echoes on other threads.
             message: format!(
@@ -240,4 +255,75 @@ fn quietly<T>(f: impl FnOnce() -> T + std::panic::UnwindSafe) -> Result<T, Vec<S
     PROBING.store(false, Ordering::Relaxed);
     let messages = std::mem::take(&mut *messages.lock().unwrap_or_else(|p| p.into_inner()));
     result.map_err(|_| messages)
+}
+
+/// The device rule: an explicit backend that cannot start is one error naming it, and no spec
+/// means `$LSR_DEVICE` or else the best backend that starts (never an error: flex always does).
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_spec_picks_a_backend_that_starts() {
+        let device = parse_device(None).expect("flex at worst");
+        burn::prelude::Tensor::<1>::ones([3], &device).into_data();
+    }
+
+    #[test]
+    fn unknown_backends_and_indices_are_errors_naming_the_spec() {
+        for spec in ["tpu", "cuda:x", "wgpu:-1"] {
+            let error = parse_device(Some(spec)).unwrap_err().to_string();
+            assert!(error.contains(spec), "{spec}: {error}");
+        }
+    }
+
+    #[test]
+    fn a_backend_left_out_of_the_build_says_how_to_build_it() {
+        for (name, compiled) in [
+            ("cuda", cfg!(feature = "cuda")),
+            ("wgpu", cfg!(feature = "wgpu")),
+        ] {
+            if !compiled {
+                let error = parse_device(Some(name)).unwrap_err().to_string();
+                assert!(error.contains(&format!("--features {name}")), "{error}");
+            }
+        }
+    }
+
+    /// On a machine without an NVIDIA driver (CI), a CUDA build refuses `cuda` in one line that
+    /// says why, and the default falls back to another backend.
+    #[cfg(feature = "cuda")]
+    #[test]
+    fn cuda_without_a_driver_is_a_clear_error_and_not_the_default() {
+        if std::path::Path::new("/dev/nvidiactl").exists() {
+            return;
+        }
+        let error = parse_device(Some("cuda")).unwrap_err().to_string();
+        assert!(
+            error.starts_with("device `cuda`: could not start"),
+            "{error}"
+        );
+        assert!(!error.contains('\n'), "{error}");
+        if std::env::var_os("LSR_DEVICE").is_none() {
+            let picked = format!("{:?}", parse_device(None).unwrap());
+            assert!(!picked.contains("Cuda"), "{picked}");
+        }
+    }
+
+    /// A refused CUDA start leaves the other GPU backend startable in the same process: `lsr`
+    /// tries CUDA first, and with burn's fusion a CUDA start that panics poisons a lock every later
+    /// start takes. Run where `LSR_TEST_DEVICE` names a working WGPU device (CI: lavapipe).
+    #[cfg(all(feature = "cuda", feature = "wgpu"))]
+    #[test]
+    fn a_refused_cuda_start_leaves_wgpu_startable() {
+        let Ok(spec) = std::env::var("LSR_TEST_DEVICE") else {
+            lsr_files::ci::cannot_set_up("a WGPU device: LSR_TEST_DEVICE is not set");
+            return;
+        };
+        if !spec.starts_with("wgpu") || std::path::Path::new("/dev/nvidiactl").exists() {
+            return;
+        }
+        assert!(parse_device(Some("cuda")).is_err());
+        parse_device(Some(&spec)).expect("WGPU starts after a refused CUDA start");
+    }
 }

@@ -9,6 +9,7 @@
 use std::collections::HashMap;
 use std::ffi::c_void;
 use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Instant;
 
 use burn::backend::autodiff::NodeId;
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
@@ -31,9 +32,11 @@ use cubecl_runtime::runtime::Runtime;
 use cudarc::cublaslt::result::{self as lt, CublasError};
 use cudarc::cublaslt::sys;
 use cudarc::driver::sys::CUdeviceptr;
+use cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT;
 use cudarc::driver::{CudaContext, CudaStream};
 
 use crate::matmul_mode::MatmulMode;
+use crate::precision::LtTotals;
 
 /// Whether `mode` sends the products on `device` to cuBLASLt: never off CUDA; `auto` when
 /// libcublasLt loads; `cublas` always, or an error when libcublasLt does not load.
@@ -43,14 +46,40 @@ pub fn takes(mode: MatmulMode, device: &Device) -> Result<bool, String> {
     }
     match (mode, library_loads()) {
         (_, true) => Ok(true),
-        (MatmulMode::Auto, false) => Ok(false),
+        (MatmulMode::Auto, false) => {
+            static SAID: std::sync::Once = std::sync::Once::new();
+            SAID.call_once(|| tracing::info!("{}=auto: {}; products use cube", MatmulMode::VARIABLE, where_looked()));
+            Ok(false)
+        }
         (_, false) => Err(format!(
-            "{}=cublas: libcublasLt (CUDA's cuBLASLt library) does not load on this machine; \
-             install it or use {}=cube",
+            "{}=cublas: {}; put the directory holding it on LD_LIBRARY_PATH, or use {}=cube",
             MatmulMode::VARIABLE,
+            where_looked(),
             MatmulMode::VARIABLE
         )),
     }
+}
+
+/// One line on where the dynamic loader was asked for libcublasLt: cudarc opens bare names, so
+/// only `LD_LIBRARY_PATH` and the loader's cache are searched, never a Python wheel's folder.
+fn where_looked() -> String {
+    let names = cudarc::get_lib_name_candidates("cublasLt");
+    let path = std::env::var("LD_LIBRARY_PATH").unwrap_or_default();
+    format!(
+        "libcublasLt (CUDA's cuBLASLt) did not load: the dynamic loader found none of {} on \
+         LD_LIBRARY_PATH ({}) or in its cache (`ldconfig -p`)",
+        names.join(", "),
+        if path.is_empty() { "unset" } else { &path }
+    )
+}
+
+/// The file libcublasLt was loaded from, once a product has loaded it (`/proc/self/maps`).
+pub fn loaded_library() -> Option<String> {
+    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+    maps.lines()
+        .filter_map(|line| line.split_whitespace().nth(5))
+        .find(|path| path.contains("libcublasLt"))
+        .map(str::to_string)
 }
 
 fn cuda_index(device: &Device) -> Option<usize> {
@@ -329,12 +358,15 @@ struct Operand {
 /// How a `[rows, cols]` matrix with element strides `(sr, sc)` is stored: `(false, ld)` for
 /// row-major rows `ld` apart, `(true, ld)` for the row-major storage of its transpose (burn's
 /// `transpose()` of a row-major matrix, e.g. a PyTorch-layout weight), `None` for any other
-/// layout (it must be made contiguous first).
+/// layout (it must be made contiguous first). A dimension of size one is never stepped along,
+/// so its stride is free (0 where burn expanded it, as in a `[…, 1, 1]` operand).
 fn operand_layout(rows: usize, cols: usize, sr: usize, sc: usize) -> Option<(bool, i64)> {
-    if (sc == 1 || cols == 1) && sr >= cols {
-        Some((false, sr.max(1) as i64))
-    } else if (sr == 1 || rows == 1) && sc >= rows {
-        Some((true, sc.max(1) as i64))
+    if (cols == 1 || sc == 1) && (rows == 1 || sr >= cols) {
+        let ld = if rows == 1 { sr.max(cols) } else { sr };
+        Some((false, ld.max(1) as i64))
+    } else if (rows == 1 || sr == 1) && (cols == 1 || sc >= rows) {
+        let ld = if cols == 1 { sc.max(rows) } else { sc };
+        Some((true, ld.max(1) as i64))
     } else {
         None
     }
@@ -366,6 +398,18 @@ struct Gemm {
     a: Operand,
     b: Operand,
     batch: i32,
+}
+
+impl std::fmt::Display for Gemm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let op = |o: Operand| if o.trans { "ᵀ" } else { "" };
+        write!(
+            f,
+            "{} × [{}, {}]{}·[{}, {}]{} {:?} (M×N×K {}x{}x{})",
+            self.batch, self.m, self.k, op(self.a), self.k, self.n, op(self.b), self.dtype,
+            self.m, self.n, self.k
+        )
+    }
 }
 
 /// A column-major matrix as cuBLASLt's layouts describe it.
@@ -417,7 +461,8 @@ impl Gemm {
     }
 }
 
-/// `op(lhs) · op(rhs)` of two CUDA tensors through cuBLASLt, written into a new dense tensor.
+/// `op(lhs) · op(rhs)` of two CUDA tensors through cuBLASLt, written into a new dense tensor;
+/// burn's matmul instead when cuBLASLt refuses the product before anything is enqueued.
 fn product(
     lhs: CubeTensor,
     rhs: CubeTensor,
@@ -438,6 +483,12 @@ fn product(
     }
     let (lhs, a) = operand(lhs, trans_lhs);
     let (rhs, b) = operand(rhs, trans_rhs);
+    let (Some(a), Some(b)) = (a, b) else {
+        let shape = format!("{batch} × [{m}, {k}]·[{k}, {n}] {dtype:?}");
+        return fall_back(&shape, "an operand's strides map onto no cuBLASLt layout", || {
+            burn_matmul(lhs, rhs, trans_lhs, trans_rhs)
+        });
+    };
     let mut shape = ls;
     shape[d - 2] = m;
     shape[d - 1] = n;
@@ -454,23 +505,61 @@ fn product(
         batch: i32::try_from(batch).expect("cuBLASLt takes at most 2^31 - 1 batches"),
     };
     let handles = [lhs.handle.clone(), rhs.handle.clone(), out.handle.clone()];
-    on_own_stream(&client, index, handles, |context, stream, [a, b, c]| {
+    let done = on_own_stream(&client, index, handles, |context, stream, [a, b, c]| {
         // SAFETY: the pointers are live allocations of the sizes `gemm` implies (held by
         // `on_own_stream`), `c` is a fresh allocation, and `stream` is `context`'s own.
         unsafe { context.gemm(stream, a, b, c, &gemm) }
-    })
-    .unwrap_or_else(|error| panic!("cuBLASLt product {gemm:?}: {error}"));
-    out
+    });
+    match done {
+        Ok(()) => out,
+        Err(LtError::Refused(why)) => fall_back(&gemm.to_string(), &why, || {
+            burn_matmul(lhs, rhs, trans_lhs, trans_rhs)
+        }),
+        Err(LtError::Before(error)) => {
+            panic!("the device failed before the cuBLASLt product {gemm} (an earlier kernel's fault): {error}")
+        }
+        Err(LtError::After(error)) => panic!(
+            "the device failed after the cuBLASLt product {gemm} was enqueued (its fault or an \
+             earlier kernel's): {error}"
+        ),
+    }
 }
 
-/// A tensor as a cuBLASLt operand: as it is when its layout maps, else made contiguous first.
-fn operand(tensor: CubeTensor, trans: bool) -> (CubeTensor, Operand) {
+/// Why a cuBLASLt product did not run.
+#[derive(Debug)]
+enum LtError {
+    /// Refused before anything was enqueued: burn's matmul can compute it instead.
+    Refused(String),
+    /// The device had failed before the product (a fault surfacing in the sync before it).
+    Before(String),
+    /// The device failed once the product was enqueued.
+    After(String),
+}
+
+/// `compute()` instead of a product cuBLASLt refused, saying so once per product shape.
+fn fall_back(shape: &str, why: &str, compute: impl FnOnce() -> CubeTensor) -> CubeTensor {
+    static SAID: OnceLock<Mutex<std::collections::HashSet<String>>> = OnceLock::new();
+    let first = SAID
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .insert(shape.to_string());
+    if first {
+        tracing::warn!("cuBLASLt refused the product {shape} ({why}); burn's matmul computes it");
+    }
+    totals().fallbacks += 1;
+    compute()
+}
+
+/// A tensor as a cuBLASLt operand: as it is when its layout maps, else made contiguous first;
+/// `None` when even that does not map (the caller falls back).
+fn operand(tensor: CubeTensor, trans: bool) -> (CubeTensor, Option<Operand>) {
     let tensor = untile(tensor);
     if let Some(operand) = describe(&tensor, trans) {
-        return (tensor, operand);
+        return (tensor, Some(operand));
     }
     let tensor = into_contiguous(tensor);
-    let operand = describe(&tensor, trans).expect("a contiguous tensor is a cuBLASLt operand");
+    let operand = describe(&tensor, trans);
     (tensor, operand)
 }
 
@@ -500,29 +589,80 @@ fn on_own_stream<R>(
     client: &Client,
     index: usize,
     handles: [Handle; 3],
-    work: impl FnOnce(&mut LtContext, &CudaStream, [CUdeviceptr; 3]) -> Result<R, CublasError>,
-) -> Result<R, String> {
+    work: impl FnOnce(&mut LtContext, &CudaStream, [CUdeviceptr; 3]) -> Result<R, LtError>,
+) -> Result<R, LtError> {
     type CudaServer = <CudaRuntime as Runtime>::Server;
+    let waited = Instant::now();
     // The managed resources pin the allocations until the call is done.
     let resources = handles.map(|handle| client.get_resource::<CudaServer>(handle));
     let resources = resources
         .into_iter()
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("{e:?}"))?;
-    burn_cubecl::cubecl::future::block_on(client.sync()).map_err(|e| format!("{e:?}"))?;
+        .map_err(|e| LtError::Before(format!("{e:?}")))?;
+    burn_cubecl::cubecl::future::block_on(client.sync())
+        .map_err(|e| LtError::Before(format!("{e:?}")))?;
+    let mut waited = waited.elapsed();
     let pointers = [0, 1, 2].map(|i| resources[i].resource().ptr);
     let mut contexts = contexts()
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
     if !contexts.contains_key(&index) {
-        contexts.insert(index, OwnStream::new(index)?);
+        contexts.insert(index, OwnStream::new(index).map_err(LtError::Refused)?);
     }
     let own = contexts.get_mut(&index).expect("inserted above");
-    own.device.bind_to_thread().map_err(|e| format!("{e:?}"))?;
-    let result = work(&mut own.lt, &own.stream, pointers).map_err(|e| format!("{e:?}"))?;
-    own.stream.synchronize().map_err(|e| format!("{e:?}"))?;
+    own.device
+        .bind_to_thread()
+        .map_err(|e| LtError::Before(format!("{e:?}")))?;
+    let timing = device_timing();
+    let start = timing.then(|| own.stream.record_event(Some(CU_EVENT_DEFAULT)));
+    let result = work(&mut own.lt, &own.stream, pointers)?;
+    let end = timing.then(|| own.stream.record_event(Some(CU_EVENT_DEFAULT)));
+    let synced = Instant::now();
+    own.stream
+        .synchronize()
+        .map_err(|e| LtError::After(format!("{e:?}")))?;
+    waited += synced.elapsed();
     drop(resources);
+    let device_seconds = match (start, end) {
+        (Some(Ok(start)), Some(Ok(end))) => start.elapsed_ms(&end).ok().map(|ms| ms as f64 / 1e3),
+        _ => None,
+    };
+    count_product(waited.as_secs_f64(), device_seconds);
     Ok(result)
+}
+
+/// Whether each product's device time is measured with CUDA events (`LSR_CUBLAS_TIMING=1`):
+/// two events per product, read when Route A's sync after it has returned anyway.
+fn device_timing() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| std::env::var(TIMING_VARIABLE).is_ok_and(|v| v == "1"))
+}
+
+/// `LSR_CUBLAS_TIMING=1` times each cuBLASLt product on the device (`lsr bench` reports it).
+pub const TIMING_VARIABLE: &str = "LSR_CUBLAS_TIMING";
+
+fn count_product(host_sync_seconds: f64, device_seconds: Option<f64>) {
+    let mut totals = totals();
+    totals.products += 1;
+    totals.host_sync_seconds += host_sync_seconds;
+    if let Some(seconds) = device_seconds {
+        *totals.device_seconds.get_or_insert(0.0) += seconds;
+    }
+}
+
+fn totals() -> std::sync::MutexGuard<'static, LtTotals> {
+    static TOTALS: Mutex<LtTotals> = Mutex::new(LtTotals {
+        products: 0,
+        fallbacks: 0,
+        host_sync_seconds: 0.0,
+        device_seconds: None,
+    });
+    TOTALS.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// The totals since the last call, which starts them again.
+pub fn take_totals() -> LtTotals {
+    std::mem::take(&mut *totals())
 }
 
 /// lsr's stream on one device, with its cuBLASLt context.
@@ -579,9 +719,82 @@ struct LtContext {
     handle: sys::cublasLtHandle_t,
     workspace: CUdeviceptr,
     workspace_size: usize,
-    /// Keyed by the product and the alignment of A, B and C: cuBLASLt's heuristic assumes
-    /// 256-byte-aligned operands unless told less, and cubecl's slices sit at smaller offsets.
-    plans: HashMap<(Gemm, [u32; 3]), Plan>,
+    plans: Plans<Plan>,
+}
+
+/// The products one context has planned, keyed by the product and the alignment of A, B and C
+/// (cuBLASLt's heuristic assumes 256-byte-aligned operands unless told less, and cubecl's slices
+/// sit at smaller offsets), with the ones it refused: a refusal is asked for once, not at every
+/// call.
+struct Plans<P> {
+    planned: HashMap<(Gemm, [u32; 3]), Result<P, String>>,
+}
+
+impl<P> Plans<P> {
+    fn new() -> Self {
+        Self {
+            planned: HashMap::new(),
+        }
+    }
+
+    /// The plan of `key`, made by `make` the first time, or why there is none. A product that
+    /// `LSR_CUBLAS_REFUSE` names is refused without asking cuBLASLt.
+    fn get(
+        &mut self,
+        key: (Gemm, [u32; 3]),
+        refused: &Refusals,
+        make: impl FnOnce() -> Result<P, CublasError>,
+    ) -> Result<&P, String> {
+        self.planned
+            .entry(key)
+            .or_insert_with(|| match refused.names(&key.0) {
+                true => Err(format!("refused by {REFUSE_VARIABLE}")),
+                false => make().map_err(|e| format!("no plan: {e}")),
+            })
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+}
+
+/// `LSR_CUBLAS_REFUSE`: products cuBLASLt is made to refuse, to run the fallback on a GPU
+/// (`all`, or `MxNxK` shapes separated by commas).
+pub const REFUSE_VARIABLE: &str = "LSR_CUBLAS_REFUSE";
+
+/// The products [`REFUSE_VARIABLE`] names.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct Refusals {
+    all: bool,
+    shapes: Vec<[u64; 3]>,
+}
+
+impl Refusals {
+    fn parse(value: Option<&str>) -> Result<Self, String> {
+        let mut refusals = Self::default();
+        for item in value.unwrap_or("").split(',').map(str::trim).filter(|i| !i.is_empty()) {
+            if item == "all" {
+                refusals.all = true;
+                continue;
+            }
+            let dims: Vec<u64> = item.split('x').filter_map(|d| d.parse().ok()).collect();
+            let shape: [u64; 3] = dims.try_into().map_err(|_| {
+                format!("{REFUSE_VARIABLE}: `{item}` is neither `all` nor a product `MxNxK`")
+            })?;
+            refusals.shapes.push(shape);
+        }
+        Ok(refusals)
+    }
+
+    fn from_env() -> &'static Self {
+        static REFUSALS: OnceLock<Refusals> = OnceLock::new();
+        REFUSALS.get_or_init(|| {
+            Self::parse(std::env::var(REFUSE_VARIABLE).ok().as_deref())
+                .unwrap_or_else(|message| panic!("{message}"))
+        })
+    }
+
+    fn names(&self, gemm: &Gemm) -> bool {
+        self.all || self.shapes.contains(&[gemm.m, gemm.n, gemm.k])
+    }
 }
 
 // SAFETY: plain cuBLASLt objects and a device allocation, used by one thread at a time (the
@@ -605,7 +818,7 @@ impl LtContext {
             handle,
             workspace,
             workspace_size,
-            plans: HashMap::new(),
+            plans: Plans::new(),
         })
     }
 
@@ -621,13 +834,15 @@ impl LtContext {
         b: CUdeviceptr,
         c: CUdeviceptr,
         gemm: &Gemm,
-    ) -> Result<(), CublasError> {
-        let key = (*gemm, [alignment(a), alignment(b), alignment(c)]);
-        if !self.plans.contains_key(&key) {
-            let plan = Plan::new(self.handle, gemm, key.1, self.workspace_size)?;
-            self.plans.insert(key, plan);
-        }
-        let plan = &self.plans[&key];
+    ) -> Result<(), LtError> {
+        let align = [alignment(a), alignment(b), alignment(c)];
+        let (handle, workspace_size) = (self.handle, self.workspace_size);
+        let plan = self
+            .plans
+            .get((*gemm, align), Refusals::from_env(), || {
+                Plan::new(handle, gemm, align, workspace_size)
+            })
+            .map_err(LtError::Refused)?;
         let (alpha, beta) = (1.0f32, 0.0f32);
         // The column-major call swaps the operands (`Gemm::column_major`); C doubles as D.
         // SAFETY: the caller's contract; layouts and algorithm come from the same plan.
@@ -652,12 +867,13 @@ impl LtContext {
                 stream.cu_stream() as sys::cudaStream_t,
             )
         }
+        .map_err(|e| LtError::After(format!("cublasLtMatmul: {e}")))
     }
 }
 
 impl Drop for LtContext {
     fn drop(&mut self) {
-        self.plans.clear();
+        self.plans.planned.clear();
         // SAFETY: created in `new`; no call of this context is in flight once it is dropped.
         unsafe {
             let _ = cudarc::driver::result::free_sync(self.workspace);
@@ -818,6 +1034,57 @@ mod tests {
         // Every other element of every other row, or overlapping rows: copy first.
         assert_eq!(operand_layout(4, 3, 6, 2), None);
         assert_eq!(operand_layout(4, 3, 2, 1), None);
+        // burn's expansions of size-one dimensions (stride 0): `[…, 1, 1]`, and a row vector
+        // broadcast from `[n]`, map; a column repeating one element does not.
+        assert_eq!(operand_layout(1, 1, 0, 0), Some((false, 1)));
+        assert_eq!(operand_layout(1, 5, 0, 1), Some((false, 5)));
+        assert_eq!(operand_layout(4, 1, 0, 0), None);
+    }
+
+    fn gemm(m: u64, n: u64, k: u64) -> Gemm {
+        let dense = |ld| Operand {
+            trans: false,
+            ld,
+            batch_stride: 0,
+        };
+        Gemm {
+            dtype: GemmDtype::Bf16,
+            m,
+            n,
+            k,
+            a: dense(k as i64),
+            b: dense(n as i64),
+            batch: 1,
+        }
+    }
+
+    #[test]
+    fn a_refused_product_is_planned_once_and_the_fault_switch_refuses_without_asking() {
+        let refuse_none = Refusals::default();
+        let mut plans = Plans::<u32>::new();
+        let key = |g| (g, [256, 256, 256]);
+        let not_supported = || Err(CublasError(sys::cublasStatus_t::CUBLAS_STATUS_NOT_SUPPORTED));
+        let refusal = plans.get(key(gemm(8, 4, 2)), &refuse_none, not_supported);
+        assert!(refusal.unwrap_err().contains("NOT_SUPPORTED"));
+        // Asked again: the refusal is remembered, the heuristic is not run a second time.
+        let again = plans.get(key(gemm(8, 4, 2)), &refuse_none, || unreachable!());
+        assert!(again.unwrap_err().contains("NOT_SUPPORTED"));
+        assert_eq!(plans.get(key(gemm(8, 4, 3)), &refuse_none, || Ok(7)), Ok(&7));
+        assert_eq!(plans.get(key(gemm(8, 4, 3)), &refuse_none, || unreachable!()), Ok(&7));
+
+        let refuse = Refusals::parse(Some("8x4x9, 16x16x16")).unwrap();
+        let refused = plans.get(key(gemm(8, 4, 9)), &refuse, || unreachable!());
+        assert_eq!(refused, Err(format!("refused by {REFUSE_VARIABLE}")));
+        assert!(Refusals::parse(Some("all")).unwrap().names(&gemm(1, 2, 3)));
+        assert!(!Refusals::parse(None).unwrap().names(&gemm(1, 2, 3)));
+        let error = Refusals::parse(Some("8x4")).unwrap_err();
+        assert!(error.contains(REFUSE_VARIABLE) && error.contains("`8x4`"), "{error}");
+    }
+
+    #[test]
+    fn a_product_names_its_shape_in_warnings_and_panics() {
+        let text = gemm(32768, 30522, 768).to_string();
+        assert_eq!(text, "1 × [32768, 768]·[768, 30522] Bf16 (M×N×K 32768x30522x768)");
     }
 
     #[test]
