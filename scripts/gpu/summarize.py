@@ -1,9 +1,10 @@
-"""Turns the GPU check's results.jsonl into summary.json and summary.md: parity verdicts beside
-PyTorch's own deviations, the matmul kernel alone, lsr against PyTorch on the same device per
-way of computing products (`LSR_MATMUL`; speed ratios against the targets of issue 21, peak
-memory two ways), a table1 cell's time estimated from the measured steps, where lsr's device
-time goes, the reductions over tokens alone, the miniature cells, and every step that failed,
-timed out or was skipped.
+"""Turns the GPU check's results.jsonl into summary.json and summary.md: parity verdicts per way
+of computing products (`LSR_MATMUL`) beside PyTorch's own deviations, the modes dropped after a
+failed parity, lsr against PyTorch on the same device per way of computing products (speed
+ratios against the targets, the products alone per shape, peak memory two ways), cuBLASLt's
+products, fallbacks, host syncs and device time, what the kernel cache saves, a table1 cell's
+time estimated from the measured steps, where lsr's device time goes, the miniature cells, and
+every step that failed, timed out, was dropped or skipped.
 
     python scripts/gpu/summarize.py results.jsonl --out DIR [--elapsed SECONDS]
 """
@@ -46,13 +47,34 @@ def ratio(a, b):
     return a / b if a and b else None
 
 
+def parse(number, line):
+    """One line of results.jsonl; a line that does not parse is kept as a record saying so."""
+    try:
+        return json.loads(line)
+    except ValueError:
+        return {"step": f"line {number}", "status": "unparsable record", "meta": {}, "result": None,
+                "raw": line[:200]}
+
+
+def lt(record):
+    """The cuBLASLt totals of a bench (products, fallbacks, host sync and device seconds), per
+    timed iteration."""
+    c = (record.get("result") or {}).get("cublas")
+    if not c:
+        return None
+    per = max(c.get("iterations") or 1, 1)
+    device = c.get("device_seconds")
+    return {"library": c.get("library"), "products": c["products"] / per, "fallbacks": c["fallbacks"] / per,
+            "host_sync_s": c["host_sync_seconds"] / per, "device_s": None if device is None else device / per}
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("results")
     p.add_argument("--out", required=True)
     p.add_argument("--elapsed", type=float)
     args = p.parse_args()
-    records = [json.loads(line) for line in open(args.results) if line.strip()]
+    records = [parse(number, line) for number, line in enumerate(open(args.results), 1) if line.strip()]
     machine_path = os.path.join(args.out, "machine.txt")
     machine = open(machine_path).read() if os.path.exists(machine_path) else ""
 
@@ -65,11 +87,11 @@ def main():
         if m["kind"] not in ("train", "encode", "matmul") or m.get("precision") not in SAME:
             continue
         torch_precision, tf32 = SAME[m["precision"]]
-        for t in ok(tool="torch", kind=m["kind"], shape=m["shape"], precision=torch_precision, tf32=tf32):
+        for t in ok(tool="torch", kind=m["kind"], shape=m.get("shape"), precision=torch_precision, tf32=tf32):
             goal = TARGET.get((m["kind"], m["precision"]))
             speed_ratio = ratio(speed(r), speed(t))
             comparisons.append({
-                "kind": m["kind"], "shape": m["shape"],
+                "kind": m["kind"], "shape": m.get("shape"),
                 "lsr": f'{m["device"]} {m.get("matmul", "cube")} {m["precision"]}',
                 "torch": f'{torch_precision}, TF32 {tf32}', "speed_ratio": speed_ratio,
                 "held_memory_ratio": ratio(held(r), held(t)),
@@ -91,8 +113,14 @@ def main():
             cells.append({"lsr": f'PyTorch {m["precision"]}, TF32 {m["tf32"]}',
                           "hours": step * CELL_BATCHES * CELL_STEPS / 3600})
 
+    dropped = [r["meta"].get("matmul_dropped") for r in records if r["meta"].get("kind") == "drop"]
+    cublas = [{"step": r["step"], **lt(r)} for r in records if lt(r)]
+    libraries = sorted({c["library"] for c in cublas if c.get("library")})
+    cache = {r["meta"]["cache"]: r.get("wall_s") for r in ok(kind="cache")}
     summary = {"elapsed_s": args.elapsed, "machine": machine, "records": records,
-               "comparisons": comparisons, "table1_cell_hours": cells}
+               "comparisons": comparisons, "table1_cell_hours": cells, "dropped_modes": dropped,
+               "cublaslt": {"libraries": libraries, "per_iteration": cublas},
+               "kernel_cache_wall_s": cache}
     with open(os.path.join(args.out, "summary.json"), "w") as f:
         json.dump(summary, f, indent=1)
 
@@ -100,16 +128,19 @@ def main():
     if args.elapsed:
         md += [f"Wall time of the check: {args.elapsed:.0f} s.", ""]
 
-    md += ["## Parity", "", "| device | precision | verdict | closest to its bound |", "|---|---|---|---|"]
+    md += ["## Parity", "", "| device | products | precision | verdict | closest to its bound |", "|---|---|---|---|---|"]
     for r in records:
-        if r["meta"].get("kind") != "parity" or r["meta"].get("tool") != "lsr":
+        if r["meta"].get("kind") not in ("parity", "fallback") or r["meta"].get("tool") != "lsr":
             continue
         res = r.get("result") or {}
         items = res.get("items", [])
         worst = max(items, key=lambda i: (i["max_abs"] if i["max_abs"] is not None else float("inf")) / i["bound"], default=None)
         verdict = r["status"] if not res else ("pass" if res.get("pass") else "FAIL") + f' ({res.get("tolerance")})'
         detail = f'{worst["name"]} {worst["what"]}: {worst["max_abs"]:.2e} ≤ {worst["bound"]:.1e}' if worst else ""
-        md.append(f'| {r["meta"]["device"]} | {r["meta"].get("precision", "f32")} | {verdict} | {detail} |')
+        products = r["meta"].get("matmul", "cube") + (" (every product refused: fallback)" if r["meta"]["kind"] == "fallback" else "")
+        md.append(f'| {r["meta"]["device"]} | {products} | {r["meta"].get("precision", "f32")} | {verdict} | {detail} |')
+    if dropped:
+        md += ["", "Dropped after a parity that was not ok (their later steps did not run): " + ", ".join(dropped) + "."]
     for r in ok(tool="torch", kind="parity"):
         rows = (r.get("result") or {}).get("fixtures", {})
         if rows:
@@ -138,13 +169,17 @@ def main():
                "extrapolated from the measured step (target: ≤ 14 h):", "", "| run | hours |", "|---|---|"]
     md += [f'| {c["lsr"]} | {c["hours"]:.1f} |' for c in cells]
 
-    for r in ok(kind="reduce"):
-        res = r.get("result") or {}
-        md += ["", "## Reductions over tokens, alone", "",
-               f'Column sum of [{res.get("rows")}, {res.get("width")}]: {fmt(res.get("column_sum_one_pass_ms"))} ms in one pass, '
-               f'{fmt(res.get("column_sum_two_pass_ms"))} ms in two (blocks of {res.get("block")}); max over '
-               f'{res.get("seq_len")} tokens of [{res.get("batch")}, {res.get("seq_len")}, {res.get("terms")}]: '
-               f'{fmt(res.get("token_max_ms"))} ms.']
+    if cublas:
+        md += ["", "## cuBLASLt, per timed iteration", "",
+               "Route A waits on the host before and after each product; the device time is CUDA events around "
+               "the products on lsr's stream (`LSR_CUBLAS_TIMING=1`). Library: " + (", ".join(libraries) or "–") + ".", "",
+               "| step | products | fallbacks | host sync s | device s |", "|---|---|---|---|---|"]
+        md += [f'| {c["step"]} | {fmt(c["products"])} | {fmt(c["fallbacks"])} | {fmt(c["host_sync_s"])} | {fmt(c["device_s"])} |'
+               for c in cublas]
+    if cache:
+        md += ["", "## Kernel cache", "",
+               f'The small train step in a fresh kernel cache took {fmt(cache.get("cold"))} s (tuning and compiling '
+               f'every kernel), again with the cache it left {fmt(cache.get("warm"))} s (whole processes).']
 
     for r in ok(kind="profile"):
         res = r.get("result") or {}
