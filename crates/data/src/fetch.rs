@@ -42,6 +42,11 @@ pub fn fetch(name: &str, root: &Path, offline: bool) -> Result<Vec<(String, usiz
             return Err(missing(&download, root, "offline"));
         }
         let url = download.origin();
+        if download.pinned().is_none() {
+            let why = checksums::unpinned_reason(&url).unwrap_or("no digest is pinned");
+            let why = format!("no published checksum to verify it against: {why}");
+            return Err(missing(&download, root, &why));
+        }
         let fetch_error = |e: DataError| missing(&download, root, &e.to_string());
         // The download, whether it is a temporary copy to remove, and what it holds.
         let (source, temporary, digests, payload) = match &download {

@@ -27,6 +27,9 @@ pub enum TrainError {
     Checkpoint { path: PathBuf, message: String },
     #[error(transparent)]
     Backbone(#[from] BackboneError),
+    /// A data file read through `lsr-data` (qrels, a teacher's scores).
+    #[error(transparent)]
+    DataSet(#[from] lsr_data::DataError),
     #[error("validation on {dataset} at step {step}: {message}")]
     Validation {
         dataset: String,
