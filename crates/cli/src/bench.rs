@@ -588,17 +588,24 @@ fn cached_step_child(args: &CachedStepBench, kind: StepKind) -> Result<CachedSte
 fn cached_step_side(args: &CachedStepBench, kind: StepKind) -> Result<CachedStepReport> {
     let (device, harness) = args.repeat.start()?;
     let autodiff = device.clone().autodiff();
-    let model = match &args.model {
+    let (model, vocab) = match &args.model {
         Some(checkpoint) => {
-            lsr_backbone::Backbone::load_with_dropout(
+            let backbone = lsr_backbone::Backbone::load_with_dropout(
                 checkpoint,
                 &autodiff,
                 args.document_len,
                 false,
-            )?
-            .model
+            )?;
+            let vocab = backbone.config.dims.vocab_size as u32;
+            (backbone.model, vocab)
         }
-        None => bert_base(&autodiff)?,
+        None => (bert_base(&autodiff)?, u32::MAX),
+    };
+    // BERT-base's ids, folded into a smaller vocabulary.
+    let tokens = |batch, len| {
+        let mut tokens = synthetic_tokens(batch, len);
+        tokens.ids.iter_mut().for_each(|id| *id %= vocab);
+        tokens
     };
     let micro_batches = match kind {
         StepKind::Whole => 1,
@@ -619,8 +626,8 @@ fn cached_step_side(args: &CachedStepBench, kind: StepKind) -> Result<CachedStep
     let batches: Vec<TrainBatch> = (0..micro_batches as u64)
         .map(|index| TrainBatch {
             index,
-            queries: synthetic_tokens(size, args.query_len),
-            documents: synthetic_tokens(2 * size, args.document_len),
+            queries: tokens(size, args.query_len),
+            documents: tokens(2 * size, args.document_len),
             teacher: None,
         })
         .collect();
