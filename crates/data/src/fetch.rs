@@ -306,6 +306,24 @@ mod tests {
         );
     }
 
+    /// A teacher's scores have no published digest: nothing is downloaded, and the error says
+    /// why, what to fetch by hand and where it goes.
+    #[test]
+    fn an_unpinned_download_is_refused_before_the_network_saying_why() {
+        let root = tempfile::tempdir().unwrap();
+        let error = fetch(registry::MSMARCO_CE_SCORES, root.path(), false)
+            .unwrap_err()
+            .to_string();
+        for expected in [
+            "no published checksum",
+            "sentence-transformers publishes no checksum",
+            "msmarco-hard-negatives/resolve/main/cross-encoder-ms-marco-MiniLM-L-6-v2-scores.pkl.gz",
+            "msmarco/cross-encoder-ms-marco-MiniLM-L-6-v2-scores.pkl.gz",
+        ] {
+            assert!(error.contains(expected), "{expected}: {error}");
+        }
+    }
+
     #[test]
     fn zip_and_tar_members_land_in_the_data_root() {
         let root = tempfile::tempdir().unwrap();
