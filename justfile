@@ -25,16 +25,18 @@ test:
 fixtures python=".venv/bin/python":
     {{python}} scripts/fixtures/generate.py
     {{python}} scripts/fixtures/train_step.py
+    {{python}} scripts/fixtures/distillation.py
     {{python}} scripts/fixtures/trec_eval_fixtures.py
     {{python}} scripts/fixtures/significance.py
     scripts/fixtures/sparse_encoder.sh {{python}}
 
 # Run every cell of a matrix not yet done, then write its tables and figures (`lsr`: target/release).
 reproduce matrix="mini":
-    # table1 needs the CUDA build; mini runs on CPU and first builds its synthetic data and
-    # miniature models. No build drops a backend the binary already has (scripts/build-lsr.sh).
-    scripts/build-lsr.sh {{ if matrix == "mini" { "" } else { "cuda" } }}
-    {{ if matrix == "mini" { "target/release/lsr data mini-task --out data/synth && target/release/lsr data mini-models --spec experiments/mini-models.toml --vocab data/synth/vocab.txt --out data/synth/models" } else { "true" } }}
+    # table1 and table1-distil need the CUDA build; the miniatures (mini, mini-distil) run on CPU
+    # and first build their synthetic data and miniature models. No build drops a backend the
+    # binary already has (scripts/build-lsr.sh).
+    scripts/build-lsr.sh {{ if matrix =~ "^mini" { "" } else { "cuda" } }}
+    {{ if matrix =~ "^mini" { "target/release/lsr data mini-task --out data/synth && target/release/lsr data mini-models --spec experiments/mini-models.toml --vocab data/synth/vocab.txt --out data/synth/models" } else { "true" } }}
     status=0; target/release/lsr matrix run experiments/{{matrix}}.toml || status=$?; \
     target/release/lsr report results/{{matrix}}; \
     echo 'lsr is target/release/lsr, not on the PATH: export PATH="$PWD/target/release:$PATH"'; \
@@ -60,7 +62,7 @@ soak kills="24" seed="2":
 
 # Train and evaluate one cell, e.g. `just cell mini modernbert 16`.
 cell matrix backbone k:
-    scripts/build-lsr.sh {{ if matrix == "mini" { "" } else { "cuda" } }}
+    scripts/build-lsr.sh {{ if matrix =~ "^mini" { "" } else { "cuda" } }}
     target/release/lsr matrix run experiments/{{matrix}}.toml --cell {{backbone}}-k{{k}}
 
 # One figure of a matrix's results: `just plot tradeoff`, `just plot losses mini`.

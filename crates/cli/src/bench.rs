@@ -32,6 +32,10 @@ pub enum BenchCommand {
     /// One SPLADE training step (forward, loss, backward, AdamW) with a random BERT-base-shaped
     /// model: queries and their positive and negative documents.
     TrainStep(TrainStepBench),
+    /// A large contrastive batch by gradient caching (`batching = "cached"`, in micro-batches)
+    /// beside the same step in one batch (in-batch negatives and FLOPS over every query either
+    /// way): step time and peak RSS of each, each step run in a process of its own.
+    CachedStep(CachedStepBench),
     /// Exact top-k retrieval over a synthetic SPLADE-like index (the same collection
     /// `scripts/bench/retrieve.py` generates for scipy.sparse).
     Retrieve(RetrieveBench),
@@ -249,6 +253,55 @@ struct TrainStepReport {
     cublas: Option<CublasReport>,
 }
 
+#[derive(Args)]
+pub struct CachedStepBench {
+    /// Queries per step; each has one positive and one hard negative (2× documents).
+    #[arg(long, default_value_t = 128, value_parser = crate::values::at_least_one)]
+    queries: usize,
+    /// Micro-batches of the cached step (dividing `queries`).
+    #[arg(long, default_value_t = 8, value_parser = crate::values::at_least_one)]
+    accumulation: usize,
+    #[arg(long, default_value_t = 32, value_parser = crate::values::at_least_one)]
+    query_len: usize,
+    #[arg(long, default_value_t = 128, value_parser = crate::values::at_least_one)]
+    document_len: usize,
+    /// A checkpoint to train (a miniature: `data/synth/models/bert`); default a random model of
+    /// BERT-base's shape.
+    #[arg(long)]
+    model: Option<String>,
+    /// Run one side in this process (what the bench starts each child process with).
+    #[arg(long, hide = true)]
+    only: Option<StepKind>,
+    #[command(flatten)]
+    repeat: Repeat<1, 3>,
+}
+
+/// The two sides of the cached-step bench.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+enum StepKind {
+    /// One batch: every query's graph at once.
+    Whole,
+    /// Gradient caching over the micro-batches.
+    Cached,
+}
+
+#[derive(Serialize, serde::Deserialize)]
+struct CachedStepReport {
+    kind: StepKind,
+    device: String,
+    model: String,
+    queries: usize,
+    micro_batches: usize,
+    query_len: usize,
+    document_len: usize,
+    iterations: usize,
+    seconds_per_step: f64,
+    /// This process's peak resident memory (`VmHWM`): the model, AdamW's state and the step.
+    peak_rss_mib: Option<f64>,
+    device_reserved_mib: Option<f64>,
+}
+
 #[derive(Serialize)]
 struct EncodeReport {
     device: String,
@@ -273,6 +326,7 @@ pub fn run(command: BenchCommand) -> Result<()> {
         BenchCommand::Retrieve(args) => retrieve(args),
         BenchCommand::Matmul(args) => matmul(args),
         BenchCommand::TrainStep(args) => train_step(args),
+        BenchCommand::CachedStep(args) => cached_step(args),
         BenchCommand::Reduce(args) => reduce(args),
     }
 }
@@ -450,6 +504,7 @@ fn train_step(args: TrainStepBench) -> Result<()> {
         index: 0,
         queries: synthetic_tokens(args.queries, args.query_len),
         documents: synthetic_tokens(2 * args.queries, args.document_len),
+        teacher: None,
     };
     // `step` reads its metrics back from the device, so it returns when the step is done.
     let seconds_per_step = harness.seconds(|| {
@@ -482,6 +537,147 @@ fn train_step(args: TrainStepBench) -> Result<()> {
             report.seconds_per_step,
             describe_rss(report.peak_rss_mib)
         )
+    })
+}
+
+/// Both sides of the cached-step bench, each in a child process of this binary (so that each
+/// peak RSS is that side's alone), printed side by side; or, with `--only`, one side here.
+fn cached_step(args: CachedStepBench) -> Result<()> {
+    anyhow::ensure!(
+        args.queries.is_multiple_of(args.accumulation),
+        "--accumulation {} must divide --queries {}",
+        args.accumulation,
+        args.queries
+    );
+    if let Some(kind) = args.only {
+        let report = cached_step_side(&args, kind)?;
+        println!("{}", serde_json::to_string(&report)?);
+        return Ok(());
+    }
+    let reports: Vec<CachedStepReport> = [StepKind::Whole, StepKind::Cached]
+        .into_iter()
+        .map(|kind| cached_step_child(&args, kind))
+        .collect::<Result<_>>()?;
+    if args.repeat.json {
+        println!("{}", serde_json::to_string(&reports)?);
+        return Ok(());
+    }
+    let first = &reports[0];
+    println!(
+        "train step, {} queries x {} and {} documents x {}, {} on {}:",
+        first.queries,
+        first.query_len,
+        2 * first.queries,
+        first.document_len,
+        first.model,
+        first.device
+    );
+    for report in &reports {
+        println!(
+            "  {:<7} {} micro-batch(es): {:.3} s/step, peak RSS {}",
+            format!("{:?}", report.kind).to_lowercase(),
+            report.micro_batches,
+            report.seconds_per_step,
+            describe_rss(report.peak_rss_mib)
+        );
+    }
+    Ok(())
+}
+
+/// Runs one side in a child process and reads its report.
+fn cached_step_child(args: &CachedStepBench, kind: StepKind) -> Result<CachedStepReport> {
+    let mut command = std::process::Command::new(std::env::current_exe()?);
+    command.args(["bench", "cached-step", "--only"]);
+    command.arg(format!("{kind:?}").to_lowercase());
+    for (flag, value) in [
+        ("--queries", args.queries),
+        ("--accumulation", args.accumulation),
+        ("--query-len", args.query_len),
+        ("--document-len", args.document_len),
+        ("--warmup", args.repeat.warmup),
+        ("--iterations", args.repeat.iterations),
+    ] {
+        command.args([flag, &value.to_string()]);
+    }
+    for (flag, value) in [("--model", &args.model), ("--device", &args.repeat.device)] {
+        if let Some(value) = value {
+            command.args([flag, value]);
+        }
+    }
+    let output = command.stderr(std::process::Stdio::inherit()).output()?;
+    anyhow::ensure!(
+        output.status.success(),
+        "the {kind:?} step failed ({})",
+        output.status
+    );
+    Ok(serde_json::from_slice(&output.stdout)?)
+}
+
+/// One side of the cached-step bench in this process.
+fn cached_step_side(args: &CachedStepBench, kind: StepKind) -> Result<CachedStepReport> {
+    let (device, harness) = args.repeat.start()?;
+    let autodiff = device.clone().autodiff();
+    let (model, vocab) = match &args.model {
+        Some(checkpoint) => {
+            let backbone = lsr_backbone::Backbone::load_with_dropout(
+                checkpoint,
+                &autodiff,
+                args.document_len,
+                false,
+            )?;
+            let vocab = backbone.config.dims.vocab_size as u32;
+            (backbone.model, vocab)
+        }
+        None => (bert_base(&autodiff)?, u32::MAX),
+    };
+    // BERT-base's ids, folded into a smaller vocabulary.
+    let tokens = |batch, len| {
+        let mut tokens = synthetic_tokens(batch, len);
+        tokens.ids.iter_mut().for_each(|id| *id %= vocab);
+        tokens
+    };
+    let micro_batches = match kind {
+        StepKind::Whole => 1,
+        StepKind::Cached => args.accumulation,
+    };
+    let recipe = Recipe {
+        batch_size: args.queries,
+        accumulation: micro_batches,
+        batching: match kind {
+            StepKind::Whole => lsr_train::Batching::Accumulation,
+            StepKind::Cached => lsr_train::Batching::Cached,
+        },
+        negatives: 1,
+        ..Recipe::default()
+    };
+    let mut trainer = Trainer::new(model, recipe);
+    let size = args.queries / micro_batches;
+    let batches: Vec<TrainBatch> = (0..micro_batches as u64)
+        .map(|index| TrainBatch {
+            index,
+            queries: tokens(size, args.query_len),
+            documents: tokens(2 * size, args.document_len),
+            teacher: None,
+        })
+        .collect();
+    let seconds_per_step = harness.seconds(|| {
+        trainer.step(&batches);
+    })?;
+    Ok(CachedStepReport {
+        kind,
+        device: format!("{device:?}"),
+        model: args
+            .model
+            .clone()
+            .unwrap_or_else(|| "BERT-base shape (random)".into()),
+        queries: args.queries,
+        micro_batches,
+        query_len: args.query_len,
+        document_len: args.document_len,
+        iterations: args.repeat.iterations,
+        seconds_per_step,
+        peak_rss_mib: peak_rss_mib(),
+        device_reserved_mib: reserved_mib(&device),
     })
 }
 

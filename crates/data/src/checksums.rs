@@ -25,6 +25,14 @@ pub fn pinned(url: &str) -> Option<Pinned> {
         .and_then(|download| download.pinned().cloned())
 }
 
+/// Why the set that downloads `url` has no published digest of it, if the registry says.
+pub fn unpinned_reason(url: &str) -> Option<&'static str> {
+    crate::registry::REGISTRY
+        .iter()
+        .find(|set| set.downloads.iter().any(|d| d.origin() == url))
+        .and_then(|set| set.unpinned)
+}
+
 /// A writer that hashes (md5 and sha256) and counts what it passes on.
 pub struct Hashing<W> {
     inner: W,

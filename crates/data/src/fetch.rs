@@ -42,6 +42,11 @@ pub fn fetch(name: &str, root: &Path, offline: bool) -> Result<Vec<(String, usiz
             return Err(missing(&download, root, "offline"));
         }
         let url = download.origin();
+        if download.pinned().is_none() {
+            let why = checksums::unpinned_reason(&url).unwrap_or("no digest is pinned");
+            let why = format!("no published checksum to verify it against: {why}");
+            return Err(missing(&download, root, &why));
+        }
         let fetch_error = |e: DataError| missing(&download, root, &e.to_string());
         // The download, whether it is a temporary copy to remove, and what it holds.
         let (source, temporary, digests, payload) = match &download {
@@ -299,6 +304,24 @@ mod tests {
             error.contains("datasets/zeta-alpha-ai/NanoSciFact"),
             "{error}"
         );
+    }
+
+    /// A teacher's scores have no published digest: nothing is downloaded, and the error says
+    /// why, what to fetch by hand and where it goes.
+    #[test]
+    fn an_unpinned_download_is_refused_before_the_network_saying_why() {
+        let root = tempfile::tempdir().unwrap();
+        let error = fetch(registry::MSMARCO_CE_SCORES, root.path(), false)
+            .unwrap_err()
+            .to_string();
+        for expected in [
+            "no published checksum",
+            "sentence-transformers publishes no checksum",
+            "msmarco-hard-negatives/resolve/main/cross-encoder-ms-marco-MiniLM-L-6-v2-scores.pkl.gz",
+            "msmarco/cross-encoder-ms-marco-MiniLM-L-6-v2-scores.pkl.gz",
+        ] {
+            assert!(error.contains(expected), "{expected}: {error}");
+        }
     }
 
     #[test]

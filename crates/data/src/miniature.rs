@@ -12,9 +12,17 @@
 //!
 //! Files written under the output directory:
 //! - `train/triples.tsv`: query, positive, hard negative (same entity, another topic);
+//! - a teacher for distillation, in naver/splade's layout: `train/queries.tsv` and
+//!   `train/collection.tsv` (`id<TAB>text`: each triple's query, the training documents),
+//!   `train/qrels.tsv` (each query's positive) and `train/scores.pkl.gz`, the pickle
+//!   `{qid: {pid: score}}` over each query's candidates (its positive, its entity's other
+//!   documents, documents of its topic, random documents), scored by what they match plus
+//!   seeded noise: [`TEACHER_ENTITY`] for the entity, [`TEACHER_TOPIC`] for the topic, noise
+//!   uniform in ±[`TEACHER_NOISE`];
 //! - `beir/<name>/{corpus.jsonl, queries.jsonl, qrels/test.tsv}` for each test set;
 //! - `vocab.txt`: every word, one per line (the miniature models' vocabulary).
 
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
 
@@ -57,6 +65,20 @@ impl Default for SynthSpec {
     }
 }
 
+/// What the miniature's teacher scores a candidate that matches the query's entity, its topic,
+/// and the amplitude of the uniform noise added to every score.
+pub const TEACHER_ENTITY: f64 = 4.0;
+pub const TEACHER_TOPIC: f64 = 5.0;
+pub const TEACHER_NOISE: f64 = 1.0;
+
+/// Candidates per training query beyond the positive and its entity's two other documents:
+/// documents of the query's topic, and random documents.
+const TOPIC_CANDIDATES: usize = 4;
+const RANDOM_CANDIDATES: usize = 4;
+
+/// The draw stream of the teacher, apart from the task's so that adding it left them as they were.
+const TEACHER_STREAM: u64 = 1 << 32;
+
 /// A stream of draws from `splitmix64(seed, counter)`.
 struct Draws {
     seed: u64,
@@ -74,6 +96,13 @@ impl Draws {
     fn below(&mut self, n: usize) -> usize {
         self.counter += 1;
         (splitmix64(self.seed.wrapping_add(self.counter)) % n as u64) as usize
+    }
+
+    /// Uniform in `[-1, 1)`.
+    fn signed_unit(&mut self) -> f64 {
+        self.counter += 1;
+        let bits = splitmix64(self.seed.wrapping_add(self.counter)) >> 11;
+        bits as f64 / (1u64 << 52) as f64 - 1.0
     }
 }
 
@@ -185,8 +214,10 @@ pub fn write_synthetic(spec: &SynthSpec, out: &Path) -> Result<()> {
     let train = collection(spec, &mut draws);
     let triples_path = out.join("train/triples.tsv");
     let mut triples = file(&triples_path)?;
+    let mut examples = Vec::with_capacity(spec.train_triples);
     for _ in 0..spec.train_triples {
-        let positive = &train[draws.below(train.len())];
+        let positive_index = draws.below(train.len());
+        let positive = &train[positive_index];
         // The hard negative: the same entity on another topic (the entity's documents are
         // consecutive).
         let first = 3 * positive.entity;
@@ -196,15 +227,13 @@ pub fn write_synthetic(spec: &SynthSpec, out: &Path) -> Result<()> {
                 break candidate;
             }
         };
-        let line = format!(
-            "{}\t{}\t{}",
-            query(spec, positive, &mut draws),
-            positive.text,
-            negative.text
-        );
+        let query = query(spec, positive, &mut draws);
+        let line = format!("{query}\t{}\t{}", positive.text, negative.text);
         write(&mut triples, &triples_path, line)?;
+        examples.push((query, positive_index));
     }
     triples.commit()?;
+    write_teacher(spec, &train, &examples, &out.join("train"))?;
 
     for (set, (name, queries)) in spec.test_sets.iter().enumerate() {
         let mut draws = Draws::new(spec.seed, set as u64 + 1);
@@ -230,6 +259,70 @@ pub fn write_synthetic(spec: &SynthSpec, out: &Path) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The training documents and queries by id, the qrels and the teacher's pickle (module
+/// documentation). `examples` are each triple's query and its positive's index in `train`.
+fn write_teacher(
+    spec: &SynthSpec,
+    train: &[Doc],
+    examples: &[(String, usize)],
+    dir: &Path,
+) -> Result<()> {
+    let lines = |name: &str, rows: &mut dyn Iterator<Item = String>| -> Result<()> {
+        let path = dir.join(name);
+        let mut out = AtomicFile::create(&path)?;
+        for row in rows {
+            writeln!(out, "{row}").map_err(|e| DataError::io(&path, e))?;
+        }
+        Ok(out.commit()?)
+    };
+    lines(
+        "collection.tsv",
+        &mut train
+            .iter()
+            .enumerate()
+            .map(|(i, d)| format!("{i}\t{}", d.text)),
+    )?;
+    lines(
+        "queries.tsv",
+        &mut examples
+            .iter()
+            .enumerate()
+            .map(|(q, (text, _))| format!("{q}\t{text}")),
+    )?;
+    lines(
+        "qrels.tsv",
+        &mut examples
+            .iter()
+            .enumerate()
+            .map(|(q, (_, p))| format!("{q}\t0\t{p}\t1")),
+    )?;
+    let mut by_topic: Vec<Vec<usize>> = vec![Vec::new(); spec.topics];
+    for (i, doc) in train.iter().enumerate() {
+        by_topic[doc.topic].push(i);
+    }
+    let mut draws = Draws::new(spec.seed, TEACHER_STREAM);
+    let mut scores = BTreeMap::new();
+    for (q, &(_, positive)) in examples.iter().enumerate() {
+        let target = &train[positive];
+        let same_entity = (0..3).map(|i| 3 * target.entity + i);
+        let same_topic: Vec<usize> = (0..TOPIC_CANDIDATES)
+            .map(|_| by_topic[target.topic][draws.below(by_topic[target.topic].len())])
+            .collect();
+        let random: Vec<usize> = (0..RANDOM_CANDIDATES)
+            .map(|_| draws.below(train.len()))
+            .collect();
+        let mut candidates = BTreeMap::new();
+        for doc in same_entity.chain(same_topic).chain(random) {
+            let d = &train[doc];
+            let relevance = TEACHER_ENTITY * f64::from(d.entity == target.entity)
+                + TEACHER_TOPIC * f64::from(d.topic == target.topic);
+            candidates.insert(doc as u64, relevance + TEACHER_NOISE * draws.signed_unit());
+        }
+        scores.insert(q as u64, candidates);
+    }
+    crate::teacher::write_pickle(&dir.join("scores.pkl.gz"), &scores)
 }
 
 #[cfg(test)]
@@ -264,6 +357,33 @@ mod tests {
         let (queries, qrels) = datasets[0].queries_and_qrels().unwrap();
         assert_eq!(queries.len(), 10);
         assert_eq!(qrels.queries.len(), 10);
+        for file in [
+            "train/queries.tsv",
+            "train/collection.tsv",
+            "train/qrels.tsv",
+            "train/scores.pkl.gz",
+        ] {
+            assert_eq!(
+                std::fs::read(a.path().join(file)).unwrap(),
+                std::fs::read(b.path().join(file)).unwrap(),
+                "{file}"
+            );
+        }
+        // The teacher scores each query's positive highest of its entity's documents, above
+        // every candidate that matches less, whatever the noise.
+        let qrels = crate::Qrels::read(&a.path().join("train/qrels.tsv")).unwrap();
+        let teacher =
+            crate::teacher::read_pickle(&a.path().join("train/scores.pkl.gz"), &qrels).unwrap();
+        assert_eq!(teacher.queries.len(), 50);
+        for query in &teacher.queries {
+            let (_, positive) = teacher.positives(query).next().unwrap();
+            assert!(positive >= (TEACHER_ENTITY + TEACHER_TOPIC - TEACHER_NOISE) as f32);
+            let best_negative = teacher
+                .negatives(query)
+                .map(|(_, s)| s)
+                .fold(f32::MIN, f32::max);
+            assert!(best_negative < positive, "query {}", query.id);
+        }
         let triples = std::fs::read_to_string(a.path().join("train/triples.tsv")).unwrap();
         let vocab = std::fs::read_to_string(a.path().join("vocab.txt")).unwrap();
         let words: std::collections::HashSet<&str> = vocab.lines().collect();

@@ -18,6 +18,12 @@
 //! The NanoBEIR md5s are over the files at `main` when ir_datasets recorded them (2025-03-06); no
 //! source records their sizes or sha256 (the hub's LFS ids), so a repository that has changed
 //! since is refused with both digests named.
+//!
+//! MS MARCO's training queries and qrels are pinned from ir_datasets' downloads.json too
+//! (`msmarco-passage` `queries`, `train/qrels`). The teachers' scores for distillation could not be
+//! pinned: neither sentence-transformers' hub repositories nor naver/splade's README publish a
+//! digest of them that lsr could copy, so those sets say why in `unpinned` and `lsr data fetch`
+//! refuses them, naming the file to download by hand and where it goes.
 
 use std::path::{Path, PathBuf};
 use std::sync::LazyLock;
@@ -41,6 +47,9 @@ pub struct DataSet {
     pub groups: Vec<&'static str>,
     /// The collection it belongs to, if any.
     pub collection: Option<&'static Collection>,
+    /// Why its downloads carry no published digest, if they do not (then fetching them is
+    /// refused, and the error says what to put where).
+    pub unpinned: Option<&'static str>,
 }
 
 /// A set's files, relative to the data root, and its evaluation conventions. Each file may also
@@ -155,6 +164,19 @@ impl Download {
 /// (query, positive, BM25 negative), which `table1.toml` trains on.
 pub const MSMARCO_TRAIN: &str = "msmarco-train";
 
+/// MS MARCO's training queries and judgements with the collection: the texts and positives of
+/// a teacher's scores (`table1-distil.toml`).
+pub const MSMARCO_TRAIN_QUERIES: &str = "msmarco-train-queries";
+
+/// The cross-encoder scores naver/splade's SPLADE++ configs distil from (its
+/// `data/msmarco/hard_negatives_scores/`): `{qid: {pid: score}}`, 160 million scores of
+/// `cross-encoder/ms-marco-MiniLM-L-6-v2`, from sentence-transformers' hub repository.
+pub const MSMARCO_CE_SCORES: &str = "msmarco-ce-scores";
+
+/// sentence-transformers' MS MARCO margins of the BERT_CAT ensemble (Hofstätter et al.):
+/// `query_id, positive_id, negative_id, score` rows, 39,780,704 of them.
+pub const MSMARCO_ENSEMBLE_MARGINS: &str = "msmarco-ensemble-margins";
+
 /// What a publisher records of a file.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Pinned {
@@ -202,6 +224,9 @@ pub static REGISTRY: LazyLock<Vec<DataSet>> = LazyLock::new(|| {
         trec_dl(2019, 43, pin("eda71eccbe4d251af83150abe065368c", 4276), pin("2f4be390198da108f6845c822e5ada14", 187092)),
         trec_dl(2020, 54, pin("00a406fb0d14ed3752d70d1e4eb98600", 4131), pin("0355ccee7509ac0463e8278186cdd8d1", 218617)),
         msmarco_train(),
+        msmarco_train_queries(),
+        msmarco_ce_scores(),
+        msmarco_ensemble_margins(),
         beir("arguana", &["beir/arguana"], Some(1406), pin("8ad3e3c2a5867cdced806d6503f29b99", 3773617)).in_group(BEIR_13),
         beir("climate-fever", &["beir/climate-fever"], Some(1535), pin("8b66f0a9126c521bae2bde127b4dc99d", 1228666652)).in_group(BEIR_13),
         beir("dbpedia-entity", &["beir/dbpedia-entity/test"], Some(400), pin("c2a39eb420a3164af735795df012ac2c", 639285131)).in_group(BEIR_13),
@@ -311,6 +336,7 @@ fn msmarco_dev() -> DataSet {
         downloads: vec![collection_and_queries()],
         groups: Vec::new(),
         collection: None,
+        unpinned: None,
     }
 }
 
@@ -356,6 +382,7 @@ fn trec_dl(
         ],
         groups: Vec::new(),
         collection: None,
+        unpinned: None,
         name,
     }
 }
@@ -363,21 +390,89 @@ fn trec_dl(
 /// MS MARCO's `triples.train.small.tsv` (query, positive, BM25 negative), which `table1.toml`
 /// trains on: fetched, never evaluated.
 fn msmarco_train() -> DataSet {
+    let download = Download::Url {
+        url: format!("{MSMARCO}/triples.train.small.tar.gz"),
+        payload: Payload::TarGz(members(&[(
+            "triples.train.small.tsv",
+            "msmarco/triples.train.small.tsv",
+        )])),
+        pinned: pin("c13bf99ff23ca691105ad12eab837f84", 7930881353),
+    };
+    training_data(MSMARCO_TRAIN, vec![download], None)
+}
+
+/// MS MARCO's `queries.train.tsv` and `qrels.train.tsv` with `collection.tsv`.
+fn msmarco_train_queries() -> DataSet {
+    training_data(
+        MSMARCO_TRAIN_QUERIES,
+        vec![
+            collection_and_queries(),
+            Download::Url {
+                url: format!("{MSMARCO}/queries.tar.gz"),
+                payload: Payload::TarGz(members(&[(
+                    "queries.train.tsv",
+                    "msmarco/queries.train.tsv",
+                )])),
+                pinned: pin("c177b2795d5f2dcc524cf00fcd973be1", 18882551),
+            },
+            file_download(
+                format!("{MSMARCO}/qrels.train.tsv"),
+                "msmarco/qrels.train.tsv".into(),
+                pin("733fb9fe12d93e497f7289409316eccf", 10589532),
+            ),
+        ],
+        None,
+    )
+}
+
+/// The hub's files publish no digest lsr could copy (the LFS sha256 the hub shows was not
+/// reachable where this registry was written), so a teacher's scores are installed by hand.
+const HUB_SCORES_UNPINNED: &str = "sentence-transformers publishes no checksum of it";
+
+fn msmarco_ce_scores() -> DataSet {
+    let file = "cross-encoder-ms-marco-MiniLM-L-6-v2-scores.pkl.gz";
+    let download = Download::HubDataset {
+        repo: "sentence-transformers/msmarco-hard-negatives".into(),
+        file: file.into(),
+        dest: format!("msmarco/{file}").into(),
+        pinned: None,
+    };
+    training_data(MSMARCO_CE_SCORES, vec![download], Some(HUB_SCORES_UNPINNED))
+}
+
+/// The `bert-ensemble-margin-mse` subset of `sentence-transformers/msmarco`: four parquet
+/// shards (its card's 1,581,481,699 bytes cut at the `datasets` library's 500 MB, the rule its
+/// `labeled-list` subset's fifteen shards follow).
+fn msmarco_ensemble_margins() -> DataSet {
+    let downloads = (0..4)
+        .map(|shard| {
+            let file = format!("bert-ensemble-margin-mse/train-{shard:05}-of-00004.parquet");
+            Download::HubDataset {
+                repo: "sentence-transformers/msmarco".into(),
+                dest: format!("msmarco/{file}").into(),
+                file,
+                pinned: None,
+            }
+        })
+        .collect();
+    training_data(
+        MSMARCO_ENSEMBLE_MARGINS,
+        downloads,
+        Some(HUB_SCORES_UNPINNED),
+    )
+}
+
+/// A set that is only fetched, for training.
+fn training_data(name: &str, downloads: Vec<Download>, unpinned: Option<&'static str>) -> DataSet {
     DataSet {
-        name: MSMARCO_TRAIN.into(),
+        name: name.into(),
         ir_datasets: Vec::new(),
         aliases: Vec::new(),
         evaluation: None,
-        downloads: vec![Download::Url {
-            url: format!("{MSMARCO}/triples.train.small.tar.gz"),
-            payload: Payload::TarGz(members(&[(
-                "triples.train.small.tsv",
-                "msmarco/triples.train.small.tsv",
-            )])),
-            pinned: pin("c13bf99ff23ca691105ad12eab837f84", 7930881353),
-        }],
+        downloads,
         groups: Vec::new(),
         collection: None,
+        unpinned,
     }
 }
 
@@ -411,6 +506,7 @@ fn beir(set: &str, ir_datasets: &[&str], queries: Option<usize>, zip: Option<Pin
         }],
         groups: Vec::new(),
         collection: Some(&BEIR),
+        unpinned: None,
         name,
     }
 }
@@ -456,6 +552,7 @@ fn nanobeir(hf_name: &str, id: &str, queries: usize, md5s: [&str; 3]) -> DataSet
         downloads,
         groups: Vec::new(),
         collection: Some(&NANOBEIR),
+        unpinned: None,
         name,
     }
 }
@@ -667,6 +764,9 @@ mod tests {
         for set in REGISTRY.iter() {
             assert!(!set.downloads.is_empty(), "{}: no download", set.name);
             for download in &set.downloads {
+                if set.unpinned.is_some() && download.pinned().is_none() {
+                    continue;
+                }
                 let pinned = download
                     .pinned()
                     .unwrap_or_else(|| panic!("{}: {} is not pinned", set.name, download.origin()));

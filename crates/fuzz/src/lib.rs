@@ -224,18 +224,21 @@ pub fn beir(data: &[u8]) {
 }
 
 /// Training examples. The first byte picks the format (0: text triples, 1: JSON lines, 2: id
-/// triples, modulo 3); for id triples the rest is split at its first two NUL bytes into
-/// triples, queries and collection.
+/// triples, 3: distillation triples with scores, modulo 4); for id triples the rest is split at
+/// its first two NUL bytes into triples, queries and collection.
 pub fn triples(data: &[u8]) {
     let Some((&format, rest)) = data.split_first() else {
         return;
     };
-    let config = match format % 3 {
+    let config = match format % 4 {
         0 => DataConfig::Triples {
             triples: scratch_file("triples.tsv", rest),
         },
         1 => DataConfig::Jsonl {
             triples: scratch_file("triples.jsonl", rest),
+        },
+        3 => DataConfig::DistilTriples {
+            triples: scratch_file("distil.tsv", rest),
         },
         _ => {
             let mut parts = rest.splitn(3, |&b| b == 0);
@@ -252,7 +255,7 @@ pub fn triples(data: &[u8]) {
     };
     // The first lines are enough: every line goes through the same code.
     for index in 0..source.len().min(64) {
-        let _ = source.example(index, 1);
+        let _ = source.example(index, 1, index as u64);
     }
 }
 

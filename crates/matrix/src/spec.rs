@@ -828,11 +828,24 @@ lr = 1e-4
             (256, 256)
         );
         assert!(arguana.complete);
-        let mini = Matrix::load(&experiments.join("mini.toml")).unwrap();
-        let synth = mini.eval.settings("beir/synth-a", &measures);
+        for miniature in ["mini.toml", "mini-distil.toml"] {
+            let mini = Matrix::load(&experiments.join(miniature)).unwrap();
+            let synth = mini.eval.settings("beir/synth-a", &measures);
+            assert_eq!(
+                (synth.query_max_length, synth.document_max_length),
+                (16, 32)
+            );
+        }
+        // The SPLADE++ matrix: Table 1's grid and evaluation, the recipe's loss and batching.
+        let distil = Matrix::load(&experiments.join("table1-distil.toml")).unwrap();
+        assert_eq!(distil.cells.len(), table1.cells.len());
+        assert_eq!(distil.eval.datasets, table1.eval.datasets);
+        let recipe = &distil.cells[0].config.recipe;
+        assert_eq!(recipe.distillation, lsr_train::Distillation::MarginMse);
+        assert_eq!(recipe.batching, lsr_train::Batching::Cached);
         assert_eq!(
-            (synth.query_max_length, synth.document_max_length),
-            (16, 32)
+            (recipe.batch_size, recipe.lambda_q, recipe.lambda_d),
+            (128, 0.5, 0.4)
         );
     }
 
@@ -853,7 +866,13 @@ lr = 1e-4
             .collect();
         let mini = Matrix::load(&experiments.join("mini.toml")).unwrap();
         let run: BTreeSet<&str> = mini.cells.iter().map(|c| c.backbone.as_str()).collect();
-        for (file, names) in [("mini-models.toml [norms]", normed), ("mini.toml", run)] {
+        let distil = Matrix::load(&experiments.join("mini-distil.toml")).unwrap();
+        let distilled: BTreeSet<&str> = distil.cells.iter().map(|c| c.backbone.as_str()).collect();
+        for (file, names) in [
+            ("mini-models.toml [norms]", normed),
+            ("mini.toml", run),
+            ("mini-distil.toml", distilled),
+        ] {
             let missing: Vec<_> = registered.difference(&names).collect();
             let extra: Vec<_> = names.difference(&registered).collect();
             assert!(

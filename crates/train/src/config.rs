@@ -72,9 +72,14 @@ pub struct Recipe {
     pub steps: usize,
     /// Queries per optimiser step (each with one positive and `negatives` hard negatives).
     pub batch_size: usize,
-    /// The batch is split into this many micro-batches whose gradients are summed; in-batch
-    /// negatives are those of the micro-batch.
+    /// The batch is computed in this many micro-batches, as `batching` says.
     pub accumulation: usize,
+    /// How the micro-batches make one step: `accumulation` sums their gradients, each
+    /// micro-batch's loss with its own in-batch negatives and FLOPS; `cached` (gradient caching)
+    /// computes the loss over the whole batch from every micro-batch's representations, so that
+    /// in-batch negatives and FLOPS span all `batch_size` queries in the memory of one
+    /// micro-batch (and the representations).
+    pub batching: Batching,
     /// Hard negatives per query.
     pub negatives: usize,
     /// Rank each query against the other queries' positives too (naver/splade's
@@ -98,6 +103,15 @@ pub struct Recipe {
     pub query_regularizer: Regularizer,
     /// Which documents the document FLOPS averages over.
     pub document_flops: DocumentFlops,
+    /// The contrastive loss's weight in the ranking loss (0: distillation alone).
+    pub contrastive_weight: f64,
+    /// Distillation from the teacher's scores of each query's positive and negatives (a `[data]`
+    /// format with scores), added to the ranking loss with `distillation_weight`.
+    pub distillation: Distillation,
+    pub distillation_weight: f64,
+    /// KL-Div's temperature T: both score lists divided by T, the loss multiplied by T²
+    /// (sentence-transformers' `DistillKLDivLoss`); naver/splade's is 1.
+    pub temperature: f64,
     /// Train with the dropout the backbone's config declares (transformers' `model.train()`,
     /// as naver/splade); `false`: none.
     pub dropout: bool,
@@ -130,6 +144,7 @@ impl Default for Recipe {
             steps: 150_000,
             batch_size: 128,
             accumulation: 1,
+            batching: Batching::Accumulation,
             negatives: 1,
             in_batch_negatives: true,
             query_max_length: 256,
@@ -146,6 +161,10 @@ impl Default for Recipe {
             lambda_warmup_steps: 50_000,
             query_regularizer: Regularizer::Flops,
             document_flops: DocumentFlops::PositivesNegatives,
+            contrastive_weight: 1.0,
+            distillation: Distillation::None,
+            distillation_weight: 1.0,
+            temperature: 1.0,
             dropout: true,
             max_grad_norm: None,
             seed: 123,
@@ -181,6 +200,33 @@ pub enum DocumentFlops {
     All,
 }
 
+/// How a step's micro-batches are combined.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum Batching {
+    /// Gradient accumulation: each micro-batch's loss on its own (its in-batch negatives, its
+    /// FLOPS), their gradients averaged.
+    Accumulation,
+    /// Gradient caching (GradCache): every micro-batch's representations without the graph,
+    /// the loss over the whole batch and its gradient with respect to them, then each
+    /// micro-batch again with the graph, its dropout replayed, back-propagating that gradient.
+    Cached,
+}
+
+/// The distillation loss over each query's positive and negatives, from the teacher's scores.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum Distillation {
+    None,
+    /// `mean_{i,j} ((s⁺_i − s⁻_ij) − (t⁺_i − t⁻_ij))²` over the B queries and their n negatives:
+    /// naver/splade's `DistilMarginMSE` (n = 1), sentence-transformers' `MarginMSELoss`.
+    MarginMse,
+    /// `T² · mean_i KL(softmax(t_i/T) ‖ softmax(s_i/T))` over each query's positive and n
+    /// negatives: naver/splade's `DistilKLLoss` and its HF trainer's `kldiv` (T = 1),
+    /// sentence-transformers' `DistillKLDivLoss`.
+    KlDiv,
+}
+
 /// Training triplets in one of the MS MARCO forms.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, tag = "format", rename_all = "kebab-case")]
@@ -196,19 +242,71 @@ pub enum DataConfig {
     },
     /// One `{"query": ..., "positive": ..., "negatives": [...]}` object per line.
     Jsonl { triples: PathBuf },
+    /// naver/splade's distillation triplets: `query, positive, negative, s⁺, s⁻` (texts and the
+    /// teacher's two scores) per line; one negative.
+    DistilTriples { triples: PathBuf },
+    /// naver/splade's teacher scores, a pickle `{qid: {pid: score}}` (gzipped when it ends in
+    /// `.gz`: the sentence-transformers cross-encoder file), each query's positives from
+    /// `qrels` (TREC format, `qrels.train.tsv`), texts from `queries` and `collection`;
+    /// `negatives` drawn per example from the scored passages that are not positives.
+    PickleScores {
+        scores: PathBuf,
+        qrels: PathBuf,
+        queries: PathBuf,
+        collection: PathBuf,
+    },
+    /// sentence-transformers' parquet `query_id, positive_id, negative_id, score` (score: the
+    /// teacher's margin), a file or a directory of them; the rows of a query and positive are
+    /// its scored candidates, `negatives` drawn from them per example.
+    ParquetMargins {
+        scores: PathBuf,
+        queries: PathBuf,
+        collection: PathBuf,
+    },
 }
 
 impl DataConfig {
     /// The files training reads.
     pub fn files(&self) -> Vec<&Path> {
         match self {
-            Self::Triples { triples } | Self::Jsonl { triples } => vec![triples],
+            Self::Triples { triples }
+            | Self::Jsonl { triples }
+            | Self::DistilTriples { triples } => {
+                vec![triples]
+            }
             Self::IdTriples {
                 triples,
                 queries,
                 collection,
             } => vec![triples, queries, collection],
+            Self::PickleScores {
+                scores,
+                qrels,
+                queries,
+                collection,
+            } => vec![scores, qrels, queries, collection],
+            Self::ParquetMargins {
+                scores,
+                queries,
+                collection,
+            } => vec![scores, queries, collection],
         }
+    }
+
+    /// Whether the data carries a teacher's scores (what distillation needs).
+    pub fn has_teacher(&self) -> bool {
+        matches!(
+            self,
+            Self::DistilTriples { .. } | Self::PickleScores { .. } | Self::ParquetMargins { .. }
+        )
+    }
+
+    /// Whether each example can have any number of negatives (one per line otherwise).
+    fn any_negatives(&self) -> bool {
+        matches!(
+            self,
+            Self::Jsonl { .. } | Self::PickleScores { .. } | Self::ParquetMargins { .. }
+        )
     }
 }
 
@@ -265,7 +363,8 @@ impl TrainConfig {
             .map_err(|e| ("model.k", e.to_string()))
             .and_then(|()| self.check_counts())
             .and_then(|()| check_numbers(&self.recipe))
-            .and_then(|()| self.check_negatives());
+            .and_then(|()| self.check_negatives())
+            .and_then(|()| self.check_objective());
         match checked {
             Ok(()) => Ok(self),
             Err((field, message)) => Err(TrainError::Config {
@@ -330,13 +429,33 @@ impl TrainConfig {
                 "\"positives-negatives\" needs hard negatives; use \"all\" with negatives = 0";
             return Err(("recipe.document_flops", message.into()));
         }
-        if r.negatives != 1 && !matches!(self.data, DataConfig::Jsonl { .. }) {
+        if r.negatives != 1 && !self.data.any_negatives() {
             let message = format!(
-                "MS MARCO triple files have one negative per line; use the jsonl format for {} \
-                 negatives",
+                "MS MARCO triple files have one negative per line; use the jsonl format or \
+                 scored candidates (pickle-scores, parquet-margins) for {} negatives",
                 r.negatives
             );
             return Err(("recipe.negatives", message));
+        }
+        Ok(())
+    }
+
+    /// Something to learn from: the contrastive loss, or distillation from data with scores.
+    fn check_objective(&self) -> Checked {
+        let r = &self.recipe;
+        if r.distillation == Distillation::None && r.contrastive_weight == 0.0 {
+            let message = "with contrastive_weight = 0 the ranking loss is distillation alone; \
+                           choose distillation = \"margin-mse\" or \"kl-div\"";
+            return Err(("recipe.distillation", message.into()));
+        }
+        if r.distillation != Distillation::None && !self.data.has_teacher() {
+            let message = "distillation needs a teacher's scores: [data] format \
+                           \"distil-triples\", \"pickle-scores\" or \"parquet-margins\"";
+            return Err(("recipe.distillation", message.into()));
+        }
+        if r.distillation != Distillation::None && r.negatives == 0 {
+            let message = "distillation compares each positive with its negatives; needs ≥ 1";
+            return Err(("recipe.negatives", message.into()));
         }
         Ok(())
     }
@@ -352,7 +471,13 @@ fn check_numbers(r: &Recipe) -> Checked {
             return Err((field, format!("must be finite and > 0, got {value}")));
         }
     }
+    if !r.temperature.is_finite() || r.temperature <= 0.0 {
+        let message = format!("must be finite and > 0, got {}", r.temperature);
+        return Err(("recipe.temperature", message));
+    }
     let non_negative = [
+        ("recipe.contrastive_weight", r.contrastive_weight),
+        ("recipe.distillation_weight", r.distillation_weight),
         ("recipe.weight_decay", r.weight_decay),
         ("recipe.lambda_q", r.lambda_q),
         ("recipe.lambda_d", r.lambda_d),
@@ -433,6 +558,33 @@ warmup_steps = 2
     }
 
     #[test]
+    fn teacher_formats_take_any_negatives_and_distillation() {
+        let file = write(&CELL.replace(
+            "format = \"triples\"\ntriples = \"triples.tsv\"",
+            "format = \"pickle-scores\"\nscores = \"s.pkl.gz\"\nqrels = \"q.tsv\"\n\
+             queries = \"queries.tsv\"\ncollection = \"c.tsv\"",
+        ));
+        let sets = [
+            "recipe.negatives=4",
+            "recipe.distillation=margin-mse",
+            "recipe.contrastive_weight=0",
+        ];
+        let config = TrainConfig::load(file.path(), &sets.map(String::from)).unwrap();
+        assert_eq!(config.recipe.distillation, Distillation::MarginMse);
+        assert_eq!(config.data.files().len(), 4);
+        let none = [
+            "recipe.distillation=kl-div",
+            "recipe.negatives=0",
+            "recipe.document_flops=all",
+        ]
+        .map(String::from);
+        let message = TrainConfig::load(file.path(), &none)
+            .unwrap_err()
+            .to_string();
+        assert!(message.contains("recipe.negatives"), "{message}");
+    }
+
+    #[test]
     fn unknown_keys_name_their_line() {
         let file = write(&CELL.replace("warmup_steps = 2", "warmup_step = 2"));
         let message = TrainConfig::load(file.path(), &[]).unwrap_err().to_string();
@@ -455,12 +607,31 @@ warmup_steps = 2
             ("recipe.accumulation=3", "recipe.accumulation"),
             ("recipe.negatives=4", "recipe.negatives"),
             ("recipe.max_grad_norm=0", "recipe.max_grad_norm"),
+            ("recipe.temperature=0", "recipe.temperature"),
+            (
+                "recipe.distillation_weight=-1",
+                "recipe.distillation_weight",
+            ),
+            ("recipe.contrastive_weight=nan", "recipe.contrastive_weight"),
+            // Triples carry no teacher scores.
+            ("recipe.distillation=kl-div", "recipe.distillation"),
+            ("recipe.contrastive_weight=0", "recipe.distillation"),
+            ("recipe.batching=gradcache", "recipe.batching"),
         ] {
             let message = TrainConfig::load(file.path(), &[assignment.into()])
                 .unwrap_err()
                 .to_string();
             assert!(message.contains(field), "{assignment}: {message}");
         }
+        let cached = TrainConfig::load(
+            file.path(),
+            &[
+                "recipe.batching=cached".into(),
+                "recipe.accumulation=2".into(),
+            ],
+        )
+        .unwrap();
+        assert_eq!(cached.recipe.batching, Batching::Cached);
         let typed = TrainConfig::load(file.path(), &["recipe.steps=ten".into()]).unwrap_err();
         assert!(typed.to_string().contains("recipe.steps"), "{typed}");
         let malformed = TrainConfig::load(file.path(), &["recipe.steps".into()]).unwrap_err();

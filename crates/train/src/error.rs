@@ -30,6 +30,9 @@ pub enum TrainError {
     /// A device that does not start, or a setting it cannot use.
     #[error(transparent)]
     Compute(#[from] lsr_compute::ComputeError),
+    /// A data file read through `lsr-data` (qrels, a teacher's scores).
+    #[error(transparent)]
+    DataSet(#[from] lsr_data::DataError),
     #[error("validation on {dataset} at step {step}: {message}")]
     Validation {
         dataset: String,

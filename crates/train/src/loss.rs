@@ -1,16 +1,21 @@
-//! The SPLADE training objective on pooled sparse representations.
+//! The SPLADE training objective on pooled sparse representations: the contrastive loss,
+//! distillation from a teacher's scores (MarginMSE, KL-Div), and the FLOPS regularisers.
 
 use burn::prelude::*;
 use burn::tensor::activation::log_softmax;
 
-use crate::config::{DocumentFlops, Recipe, Regularizer};
+use crate::config::{Distillation, DocumentFlops, Recipe, Regularizer};
 
 /// The terms of one batch's loss (each a one-element tensor, on the autodiff graph).
 #[derive(Clone, Debug)]
 pub struct LossTerms {
     /// `ranking + λ_q·query_regularizer + λ_d·document_flops`.
     pub total: Tensor<1>,
+    /// `contrastive_weight·contrastive + distillation_weight·distillation`.
     pub ranking: Tensor<1>,
+    pub contrastive: Tensor<1>,
+    /// Zero without distillation.
+    pub distillation: Tensor<1>,
     pub query_regularizer: Tensor<1>,
     pub document_flops: Tensor<1>,
     /// Scores of each query with its positive, `[B]`, and with its hard negatives, `[B, n]`.
@@ -19,14 +24,18 @@ pub struct LossTerms {
 }
 
 /// `queries` `[B, V]`; `documents` `[B·(1+n), V]`: the B positives, then query 0's n
-/// negatives, query 1's, … Ranking loss: InfoNCE with temperature 1 over the raw dot products
-/// of each query with its positive, its own n negatives and, with `in_batch_negatives`, the
-/// other queries' positives (naver/splade's `InBatchPairwiseNLL`; without: `PairwiseNLL`).
-/// Regularisers, weighted by `lambdas` (q, d): FLOPS `Σ_j (mean_i |w_ij|)²` over the
-/// documents as `document_flops` says, and FLOPS or L1 over the queries.
+/// negatives, query 1's, … `teacher` `[B, 1+n]`: the teacher's scores of each query's positive
+/// and negatives, in that order (needed when the recipe distils). Contrastive loss: InfoNCE
+/// with temperature 1 over the raw dot products of each query with its positive, its own n
+/// negatives and, with `in_batch_negatives`, the other queries' positives (naver/splade's
+/// `InBatchPairwiseNLL`; without: `PairwiseNLL`). Distillation: [`distillation`] over each
+/// query's own positive and negatives. Regularisers, weighted by `lambdas` (q, d): FLOPS
+/// `Σ_j (mean_i |w_ij|)²` over the documents as `document_flops` says, and FLOPS or L1 over the
+/// queries.
 pub fn splade_loss(
     queries: Tensor<2>,
     documents: Tensor<2>,
+    teacher: Option<Tensor<2>>,
     recipe: &Recipe,
     (lambda_q, lambda_d): (f64, f64),
 ) -> LossTerms {
@@ -41,12 +50,32 @@ pub fn splade_loss(
     } else {
         Tensor::zeros([batch, 0], &queries.device())
     };
-    let (positive_scores, ranking) = ranking_loss(
+    let (positive_scores, contrastive) = ranking_loss(
         queries.clone(),
         positives.clone(),
         negative_scores.clone(),
         recipe.in_batch_negatives,
     );
+    let student = Tensor::cat(
+        vec![
+            positive_scores.clone().unsqueeze_dim(1),
+            negative_scores.clone(),
+        ],
+        1,
+    );
+    let distillation = match teacher {
+        Some(teacher) => distillation(student, teacher, recipe.distillation, recipe.temperature),
+        None => {
+            assert_eq!(
+                recipe.distillation,
+                Distillation::None,
+                "distillation needs scores"
+            );
+            Tensor::zeros([1], &queries.device())
+        }
+    };
+    let ranking = contrastive.clone().mul_scalar(recipe.contrastive_weight)
+        + distillation.clone().mul_scalar(recipe.distillation_weight);
     let query_term = match recipe.query_regularizer {
         Regularizer::Flops => flops(queries),
         Regularizer::L1 => queries.abs().sum_dim(1).mean(),
@@ -61,6 +90,8 @@ pub fn splade_loss(
     LossTerms {
         total,
         ranking,
+        contrastive,
+        distillation,
         query_regularizer: query_term,
         document_flops,
         positive_scores,
@@ -98,6 +129,43 @@ fn ranking_loss(
     };
     let ranking = log_softmax(logits, 1).gather(1, targets).mean().neg();
     (positive_scores, ranking)
+}
+
+/// The distillation loss of `student` scores `[B, 1+n]` (each query's positive, then its
+/// negatives) against the teacher's, as naver/splade and sentence-transformers compute it:
+/// MarginMSE averages `((s⁺ − s⁻_j) − (t⁺ − t⁻_j))²` over the B·n margins (naver's
+/// `DistilMarginMSE` with n = 1); KL-Div is `T² · mean_i Σ_j p_ij (log p_ij − log q_ij)` with
+/// `p = softmax(t/T)`, `q = softmax(s/T)` (torch's `KLDivLoss` summed over candidates, averaged
+/// over queries: naver's `DistilKLLoss` at T = 1, sentence-transformers' `batchmean`).
+pub fn distillation(
+    student: Tensor<2>,
+    teacher: Tensor<2>,
+    kind: Distillation,
+    temperature: f64,
+) -> Tensor<1> {
+    let [batch, candidates] = student.dims();
+    let teacher = teacher.detach();
+    match kind {
+        Distillation::None => Tensor::zeros([1], &student.device()),
+        Distillation::MarginMse => {
+            let margins = |scores: Tensor<2>| {
+                let positive = scores.clone().slice_dim(1, 0..1);
+                positive - scores.slice_dim(1, 1..candidates)
+            };
+            (margins(student) - margins(teacher)).square().mean()
+        }
+        Distillation::KlDiv => {
+            let log_q = log_softmax(student.div_scalar(temperature), 1);
+            // log p from log_softmax, so that a probability that underflows to 0 contributes
+            // 0·(finite) = 0, as torch's xlogy does.
+            let log_p = log_softmax(teacher.div_scalar(temperature), 1);
+            let p = log_p.clone().exp();
+            (p * (log_p - log_q))
+                .sum()
+                .div_scalar(batch as f64)
+                .mul_scalar(temperature * temperature)
+        }
+    }
 }
 
 /// `Σ_j (mean_i |w_ij|)²`, the smooth relaxation of the expected number of multiplications.
@@ -139,7 +207,7 @@ mod tests {
     #[test]
     fn matches_a_hand_computed_batch() {
         let (q, d) = batch();
-        let terms = splade_loss(q, d, &recipe(true, DocumentFlops::All), (0.5, 0.25));
+        let terms = splade_loss(q, d, None, &recipe(true, DocumentFlops::All), (0.5, 0.25));
         // Query 0 scores: p0 = 3, p1 = 0, n0 = 0. Query 1: p0 = 0, p1 = 2, n1 = 0.
         let nll0 = -(3.0f64 - (3.0f64.exp() + 1.0 + 1.0).ln());
         let nll1 = -(2.0f64 - (1.0 + 2.0f64.exp() + 1.0).ln());
@@ -161,7 +229,7 @@ mod tests {
     fn naver_options_match_a_hand_computed_batch() {
         let (q, d) = batch();
         let options = recipe(false, DocumentFlops::PositivesNegatives);
-        let terms = splade_loss(q, d, &options, (0.5, 0.25));
+        let terms = splade_loss(q, d, None, &options, (0.5, 0.25));
         // Without in-batch negatives each query sees its positive and its negative only:
         // query 0 (3 vs 0), query 1 (2 vs 0).
         let nll = |pos: f64, neg: f64| -(pos - (pos.exp() + neg.exp()).ln());
@@ -184,7 +252,7 @@ mod tests {
             document_flops: DocumentFlops::All,
             ..Recipe::default()
         };
-        let terms = splade_loss(q, d, &options, (1.0, 0.0));
+        let terms = splade_loss(q, d, None, &options, (1.0, 0.0));
         assert!((scalar(terms.query_regularizer) - 2.0).abs() < 1e-6);
         assert_eq!(terms.negative_scores.dims(), [2, 0]);
     }

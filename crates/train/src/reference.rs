@@ -1,14 +1,18 @@
 //! One training step against PyTorch's: `scripts/fixtures/train_step.py` took the same step
 //! (rescale by k, SPLADE pooling, InfoNCE + FLOPS with λ warm-up, global-norm clipping, AdamW)
-//! on the tiny BERT and ModernBERT fixtures, with lsr's former options and with naver/splade's
-//! (variant `naver`), and saved the loss terms and every updated weight.
+//! on the tiny BERT and ModernBERT fixtures, with lsr's former options, with naver/splade's
+//! (variant `naver`) and with distillation (`margin-mse`, `kl-div`), and saved the loss terms
+//! and every updated weight. `scripts/fixtures/distillation.py` computed the distillation losses
+//! and their gradients alone ([`distillation_deviations`]).
 //! [`step_deviation`] takes that step on any device and says how far it lands; the parity test
 //! and `lsr check` read it.
 
 use std::path::Path;
 
+use burn::module::{Module, ModuleVisitor, Param};
+use burn::optim::GradientsParams;
 use burn::prelude::*;
-use lsr_backbone::{Backbone, RescaleMode, TokenBatch, parameter_values};
+use lsr_backbone::{Backbone, MaskedLm, RescaleMode, TokenBatch, parameter_values};
 use lsr_compute::Precision;
 use safetensors::SafeTensors;
 
@@ -50,7 +54,7 @@ impl StepDeviation {
 }
 
 /// Takes the fixture's step for `family` (`bert` or `modernbert`) and `variant` (`None`, or
-/// `naver`) from the fixtures under `root` on `device` (an autodiff device), computing in
+/// `naver`, `margin-mse`, `kl-div`) from the fixtures under `root` on `device` (an autodiff device), computing in
 /// `precision` (PyTorch's step is f32, in eval mode: without dropout).
 pub fn step_deviation(
     root: &Path,
@@ -82,10 +86,15 @@ pub fn step_deviation(
             .map(|(path, data)| (path, f32_values(data)))
             .collect();
     let mut trainer = Trainer::new(model, recipe);
+    let teacher = match expected.names().contains(&"teacher") {
+        true => Some(tensor("teacher")?.1.iter().map(|&v| v as f32).collect()),
+        false => None,
+    };
     let batch = TrainBatch {
         index: 0,
         queries: token_batch(&tensor, "query")?,
         documents: token_batch(&tensor, "document")?,
+        teacher,
     };
     let metrics = trainer.step(&[batch]);
 
@@ -188,7 +197,8 @@ pub fn bf16_step_bounds(root: &Path) -> Result<(f64, f64)> {
     ))
 }
 
-/// The fixture's k and recipe (a batch of 3 queries, one hard negative each, no dropout):
+/// The fixture's k and recipe (a batch of 3 queries, one hard negative each unless the variant
+/// says, no dropout):
 /// `recipe.json`'s fields, which carry the recipe's names, with the variant's on top.
 fn fixture_recipe(path: &Path, variant: Option<&str>) -> Result<(f64, Recipe)> {
     let text = std::fs::read(path).map_err(|e| TrainError::io(path, e))?;
@@ -203,7 +213,7 @@ fn fixture_recipe(path: &Path, variant: Option<&str>) -> Result<(f64, Recipe)> {
         fields.extend(overrides.ok_or_else(|| invalid(format!("no variant `{name}`")))?);
     }
     fields.insert("batch_size".into(), 3.into());
-    fields.insert("negatives".into(), 1.into());
+    fields.entry("negatives").or_insert(1.into());
     fields.insert("dropout".into(), false.into());
     let recipe = serde_json::from_value(fields.into()).map_err(|e| invalid(e.to_string()))?;
     Ok((k, recipe))
@@ -246,4 +256,150 @@ fn values(tensors: &SafeTensors, name: &str) -> std::result::Result<FixtureTenso
         }
     };
     Ok((view.shape().to_vec(), values))
+}
+
+/// One distillation case of `distillation/` (`scripts/fixtures/distillation.py`): our loss and
+/// its gradients against the anchors' (naver/splade's formulas, sentence-transformers' losses).
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct LossDeviation {
+    pub case: String,
+    /// Ours, and the anchors'.
+    pub loss: (f64, f64),
+    /// Largest |Δ| of the gradient with respect to any query or document weight.
+    pub max_grad_abs: f64,
+    /// Largest |gradient| of the anchors', to put it in scale.
+    pub max_grad: f64,
+}
+
+/// Every case of the distillation fixture, computed on `device` (an autodiff device).
+pub fn distillation_deviations(root: &Path, device: &Device) -> Result<Vec<LossDeviation>> {
+    let dir = root.join("distillation");
+    let fixture = dir.join("losses.safetensors");
+    let bytes = std::fs::read(&fixture).map_err(|e| TrainError::io(&fixture, e))?;
+    let expected = SafeTensors::deserialize(&bytes)
+        .map_err(|e| TrainError::data(&fixture, None, e.to_string()))?;
+    let tensor =
+        |name: &str| values(&expected, name).map_err(|m| TrainError::data(&fixture, None, m));
+    let on_device = |(shape, values): FixtureTensor| -> Tensor<2> {
+        let values: Vec<f32> = values.iter().map(|&v| v as f32).collect();
+        Tensor::from_data(TensorData::new(values, [shape[0], shape[1]]), device)
+    };
+    let (queries, documents) = (tensor("queries")?, tensor("documents")?);
+    let teacher = on_device(tensor("teacher")?);
+    let cases_path = dir.join("cases.json");
+    let text = std::fs::read(&cases_path).map_err(|e| TrainError::io(&cases_path, e))?;
+    let cases: std::collections::BTreeMap<String, serde_json::Map<String, serde_json::Value>> =
+        serde_json::from_slice(&text)
+            .map_err(|e| TrainError::data(&cases_path, None, e.to_string()))?;
+    let mut deviations = Vec::new();
+    for (case, fields) in cases {
+        let recipe: Recipe = serde_json::from_value(fields.into())
+            .map_err(|e| TrainError::data(&cases_path, None, format!("{case}: {e}")))?;
+        let q = on_device(queries.clone()).require_grad();
+        let d = on_device(documents.clone()).require_grad();
+        let [batch, width] = teacher.dims();
+        let n = recipe.negatives;
+        let used = own_negatives(d.clone(), batch, width - 1, n);
+        let terms = crate::splade_loss(
+            q.clone(),
+            used,
+            Some(teacher.clone().slice_dim(1, 0..1 + n)),
+            &recipe,
+            (0.0, 0.0),
+        );
+        let ours = terms.total.clone().into_scalar::<f32>().to_f64();
+        let gradients = terms.total.backward();
+        let (_, theirs) = tensor(&format!("{case}.loss"))?;
+        let (mut max_grad_abs, mut max_grad) = (0.0f64, 0.0f64);
+        for (leaf, name) in [(&q, "grad_queries"), (&d, "grad_documents")] {
+            let got: Vec<f32> = leaf
+                .grad(&gradients)
+                .map(|g| g.into_data().convert::<f32>().try_into_vec().expect("f32"))
+                .unwrap_or_default();
+            let (_, want) = tensor(&format!("{case}.{name}"))?;
+            if got.len() != want.len() {
+                max_grad_abs = f64::INFINITY;
+            }
+            for (a, b) in got.iter().zip(&want) {
+                max_grad_abs = max_grad_abs.max((*a as f64 - b).abs());
+                max_grad = max_grad.max(b.abs());
+            }
+        }
+        deviations.push(LossDeviation {
+            case,
+            loss: (ours, theirs[0]),
+            max_grad_abs,
+            max_grad,
+        });
+    }
+    Ok(deviations)
+}
+
+/// The documents a recipe with `n` negatives sees of a fixture laid out with `all` per query:
+/// the positives, then each query's first `n` negatives.
+fn own_negatives(documents: Tensor<2>, batch: usize, all: usize, n: usize) -> Tensor<2> {
+    let vocab = documents.dims()[1];
+    let positives = documents.clone().slice_dim(0, 0..batch);
+    let negatives = documents
+        .slice_dim(0, batch..batch * (1 + all))
+        .reshape([batch, all, vocab])
+        .slice_dim(1, 0..n)
+        .reshape([batch * n, vocab]);
+    Tensor::cat(vec![positives, negatives], 0)
+}
+
+/// The gradient gradient caching must equal: the loss over the whole batch from every
+/// micro-batch's representations, computed with the graph kept for all of them at once (each
+/// micro-batch's dropout drawn from its own seed, as the trainer draws it), one backward pass.
+pub fn whole_batch_gradients(
+    trainer: &Trainer,
+    micro_batches: &[TrainBatch],
+    lambdas: (f64, f64),
+) -> GradientsParams {
+    let parts = (micro_batches.iter())
+        .map(|batch| trainer.encode(&trainer.model, batch))
+        .collect();
+    let layout = crate::trainer::WholeBatch::of(micro_batches, trainer.recipe.negatives);
+    let (queries, documents) = layout.join(parts);
+    let teacher = TrainBatch::joined_teacher(micro_batches, &queries.device());
+    let terms = crate::splade_loss(queries, documents, teacher, &trainer.recipe, lambdas);
+    GradientsParams::from_grads(terms.total.backward(), &trainer.model)
+}
+
+/// `(largest |a − b|, largest |b|)` over every parameter's gradient of `model`.
+pub fn gradient_deviation(
+    model: &MaskedLm,
+    a: &GradientsParams,
+    b: &GradientsParams,
+) -> (f64, f64) {
+    struct Compare<'a> {
+        a: &'a GradientsParams,
+        b: &'a GradientsParams,
+        off: f64,
+        largest: f64,
+    }
+    impl ModuleVisitor for Compare<'_> {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+            let (Some(a), Some(b)) = (self.a.get::<D>(param.id), self.b.get::<D>(param.id)) else {
+                self.off = f64::INFINITY;
+                return;
+            };
+            let off = (a - b.clone()).abs().max().into_scalar::<f32>().to_f64();
+            let largest = b.abs().max().into_scalar::<f32>().to_f64();
+            self.off = if off.is_nan() {
+                f64::NAN
+            } else {
+                self.off.max(off)
+            };
+            self.largest = self.largest.max(largest);
+        }
+    }
+    let mut compare = Compare {
+        a,
+        b,
+        off: 0.0,
+        largest: 0.0,
+    };
+    model.visit(&mut compare);
+    (compare.off, compare.largest)
 }

@@ -7,7 +7,7 @@ use lsr_backbone::MaskedLm;
 use lsr_splade::encode_pooled;
 use serde::{Deserialize, Serialize};
 
-use crate::config::Recipe;
+use crate::config::{Batching, Recipe};
 use crate::data::TrainBatch;
 use crate::loss::splade_loss;
 use crate::schedule::{learning_rate, regularizer_weight};
@@ -72,31 +72,8 @@ impl Trainer {
         let lr = learning_rate(r.lr, t, r.warmup_steps, r.steps, r.lr_warmup);
         let lambda_q = regularizer_weight(r.lambda_q, t, r.lambda_warmup_steps);
         let lambda_d = regularizer_weight(r.lambda_d, t, r.lambda_warmup_steps);
-        let device = self.model.device();
-
-        let mut accumulator = GradientsAccumulator::<MaskedLm>::new();
-        let mut sums = [0.0f64; MONITORED];
-        for batch in micro_batches {
-            device.seed(dropout_seed(r.seed, batch.index));
-            let (query_ids, query_mask) = batch.queries.to_tensors(&device);
-            let queries = encode_pooled(&self.model, query_ids, query_mask);
-            let (doc_ids, doc_mask) = batch.documents.to_tensors(&device);
-            let documents = encode_pooled(&self.model, doc_ids, doc_mask);
-            let terms = splade_loss(queries.clone(), documents.clone(), r, (lambda_q, lambda_d));
-            let monitored = monitor(&terms, &queries, &documents);
-            let gradients = terms
-                .total
-                .div_scalar(micro_batches.len() as f64)
-                .backward();
-            accumulator.accumulate(
-                &self.model,
-                GradientsParams::from_grads(gradients, &self.model),
-            );
-            for (sum, value) in sums.iter_mut().zip(monitored) {
-                *sum += value / micro_batches.len() as f64;
-            }
-        }
-        let mut gradients = accumulator.grads();
+        let (mut gradients, sums) = self.gradients(micro_batches, (lambda_q, lambda_d));
+        let r = &self.recipe;
         let grad_norm = global_norm(&self.model, &gradients);
         if let Some(max_norm) = r.max_grad_norm
             && grad_norm > max_norm
@@ -137,6 +114,167 @@ impl Trainer {
             seconds: started.elapsed().as_secs_f64(),
         }
     }
+
+    /// The gradient of the step's loss over `micro_batches`, with the values it logs (means
+    /// over the batch), as the recipe's `batching` combines the micro-batches; `lambdas` are
+    /// the step's (λ_q, λ_d).
+    pub fn gradients(
+        &self,
+        micro_batches: &[TrainBatch],
+        lambdas: (f64, f64),
+    ) -> (GradientsParams, [f64; MONITORED]) {
+        match self.recipe.batching {
+            Batching::Accumulation => self.accumulated(micro_batches, lambdas),
+            Batching::Cached => self.cached(micro_batches, lambdas),
+        }
+    }
+
+    /// Each micro-batch's loss on its own, their gradients averaged.
+    fn accumulated(
+        &self,
+        micro_batches: &[TrainBatch],
+        lambdas: (f64, f64),
+    ) -> (GradientsParams, [f64; MONITORED]) {
+        let count = micro_batches.len() as f64;
+        let mut accumulator = GradientsAccumulator::<MaskedLm>::new();
+        let mut sums = [0.0f64; MONITORED];
+        for batch in micro_batches {
+            let (queries, documents) = self.encode(&self.model, batch);
+            let teacher = batch.teacher_tensor(&queries.device());
+            let terms = splade_loss(
+                queries.clone(),
+                documents.clone(),
+                teacher,
+                &self.recipe,
+                lambdas,
+            );
+            let monitored = monitor(&terms, &queries, &documents);
+            let gradients = terms.total.div_scalar(count).backward();
+            accumulator.accumulate(
+                &self.model,
+                GradientsParams::from_grads(gradients, &self.model),
+            );
+            for (sum, value) in sums.iter_mut().zip(monitored) {
+                *sum += value / count;
+            }
+        }
+        (accumulator.grads(), sums)
+    }
+
+    /// Gradient caching: every micro-batch's representations without the graph, the loss over
+    /// the whole batch and its gradient with respect to them, then each micro-batch again with
+    /// the graph (its dropout masks drawn again from the same seed), back-propagating its rows
+    /// of that gradient. The gradient is the whole batch's, in the memory of one micro-batch's
+    /// graph and the batch's representations.
+    fn cached(
+        &self,
+        micro_batches: &[TrainBatch],
+        lambdas: (f64, f64),
+    ) -> (GradientsParams, [f64; MONITORED]) {
+        let untracked = self.model.clone().no_grad();
+        let representations: Vec<(Tensor<2>, Tensor<2>)> = (micro_batches.iter())
+            .map(|batch| self.encode(&untracked, batch))
+            .collect();
+        let layout = WholeBatch::of(micro_batches, self.recipe.negatives);
+        let (queries, documents) = layout.join(representations);
+        let queries = queries.detach().require_grad();
+        let documents = documents.detach().require_grad();
+        let teacher = TrainBatch::joined_teacher(micro_batches, &queries.device());
+        let terms = splade_loss(
+            queries.clone(),
+            documents.clone(),
+            teacher,
+            &self.recipe,
+            lambdas,
+        );
+        let monitored = monitor(&terms, &queries, &documents);
+        let gradients = terms.total.backward();
+        let query_gradient = queries.grad(&gradients).expect("queries require grad");
+        let document_gradient = documents.grad(&gradients).expect("documents require grad");
+        let mut accumulator = GradientsAccumulator::<MaskedLm>::new();
+        for (index, batch) in micro_batches.iter().enumerate() {
+            let (queries, documents) = self.encode(&self.model, batch);
+            let (query_rows, document_rows) =
+                layout.rows(index, query_gradient.clone(), document_gradient.clone());
+            let surrogate = (queries * query_rows.autodiff()).sum()
+                + (documents * document_rows.autodiff()).sum();
+            accumulator.accumulate(
+                &self.model,
+                GradientsParams::from_grads(surrogate.backward(), &self.model),
+            );
+        }
+        (accumulator.grads(), monitored)
+    }
+
+    /// SPLADE vectors of a micro-batch's queries and documents under `model`, its dropout masks
+    /// drawn from the seed of its place in the data.
+    pub(crate) fn encode(&self, model: &MaskedLm, batch: &TrainBatch) -> (Tensor<2>, Tensor<2>) {
+        let device = model.device();
+        device.seed(dropout_seed(self.recipe.seed, batch.index));
+        let (query_ids, query_mask) = batch.queries.to_tensors(&device);
+        let queries = encode_pooled(model, query_ids, query_mask);
+        let (doc_ids, doc_mask) = batch.documents.to_tensors(&device);
+        (queries, encode_pooled(model, doc_ids, doc_mask))
+    }
+}
+
+/// Where each micro-batch's rows go in the whole batch: queries in order; documents as the
+/// loss lays them out, every positive of the batch, then every query's negatives.
+pub(crate) struct WholeBatch {
+    /// Queries per micro-batch.
+    sizes: Vec<usize>,
+    negatives: usize,
+}
+
+impl WholeBatch {
+    pub(crate) fn of(micro_batches: &[TrainBatch], negatives: usize) -> Self {
+        let sizes = micro_batches.iter().map(|b| b.queries.batch).collect();
+        Self { sizes, negatives }
+    }
+
+    fn starts(&self) -> impl Iterator<Item = (usize, usize)> + '_ {
+        self.sizes.iter().scan(0, |start, &size| {
+            let this = *start;
+            *start += size;
+            Some((this, size))
+        })
+    }
+
+    /// The whole batch's queries `[B, V]` and documents `[B·(1+n), V]` from each micro-batch's.
+    pub(crate) fn join(&self, parts: Vec<(Tensor<2>, Tensor<2>)>) -> (Tensor<2>, Tensor<2>) {
+        let mut queries = Vec::new();
+        let (mut positives, mut negatives) = (Vec::new(), Vec::new());
+        for ((q, d), size) in parts.into_iter().zip(&self.sizes) {
+            queries.push(q);
+            positives.push(d.clone().slice_dim(0, 0..*size));
+            if self.negatives > 0 {
+                negatives.push(d.slice_dim(0, *size..size * (1 + self.negatives)));
+            }
+        }
+        positives.extend(negatives);
+        (Tensor::cat(queries, 0), Tensor::cat(positives, 0))
+    }
+
+    /// Micro-batch `index`'s rows of the whole batch's query and document tensors, in its own
+    /// layout (its positives, then its negatives).
+    fn rows(
+        &self,
+        index: usize,
+        queries: Tensor<2>,
+        documents: Tensor<2>,
+    ) -> (Tensor<2>, Tensor<2>) {
+        let total: usize = self.sizes.iter().sum();
+        let (start, size) = self.starts().nth(index).expect("a micro-batch of the step");
+        let n = self.negatives;
+        let mut rows = vec![documents.clone().slice_dim(0, start..start + size)];
+        if n > 0 {
+            rows.push(documents.slice_dim(0, total + start * n..total + (start + size) * n));
+        }
+        (
+            queries.slice_dim(0, start..start + size),
+            Tensor::cat(rows, 0),
+        )
+    }
 }
 
 /// The seed of the dropout masks of micro-batch `index`: a function of the run's seed and the
@@ -160,7 +298,8 @@ pub fn adamw(recipe: &Recipe) -> ModuleOptimizer {
         .init()
 }
 
-const MONITORED: usize = 9;
+/// How many values a step logs from its loss ([`monitor`]).
+pub const MONITORED: usize = 9;
 
 /// The logged values of one micro-batch, read from the device in one transfer.
 fn monitor(

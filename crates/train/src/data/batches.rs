@@ -5,9 +5,10 @@ use std::sync::Arc;
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::thread::JoinHandle;
 
+use burn::prelude::*;
 use lsr_backbone::{TextTokenizer, TokenBatch};
 
-use crate::data::order::Permutation;
+use crate::data::order::{Permutation, splitmix64};
 use crate::data::triples::TripleSource;
 use crate::error::Result;
 
@@ -19,6 +20,30 @@ pub struct TrainBatch {
     pub index: u64,
     pub queries: TokenBatch,
     pub documents: TokenBatch,
+    /// The teacher's scores of each query's positive and negatives, `[B, 1+n]` row by row, when
+    /// the data has them.
+    pub teacher: Option<Vec<f32>>,
+}
+
+impl TrainBatch {
+    /// The teacher's scores as a `[B, 1+n]` tensor on `device`.
+    pub fn teacher_tensor(&self, device: &Device) -> Option<Tensor<2>> {
+        Self::joined_teacher(std::slice::from_ref(self), device)
+    }
+
+    /// The teacher's scores of several micro-batches, their queries in order, as one tensor.
+    pub fn joined_teacher(batches: &[TrainBatch], device: &Device) -> Option<Tensor<2>> {
+        let queries: usize = batches.iter().map(|b| b.queries.batch).sum();
+        let scores: Vec<f32> = (batches.iter())
+            .map(|b| b.teacher.as_deref())
+            .collect::<Option<Vec<_>>>()?
+            .concat();
+        let width = scores.len() / queries;
+        Some(Tensor::from_data(
+            TensorData::new(scores, [queries, width]),
+            device,
+        ))
+    }
 }
 
 /// How micro-batches are cut from a triple source.
@@ -45,17 +70,22 @@ impl BatchPlan {
         let mut queries = Vec::with_capacity(self.micro_batch);
         let mut positives = Vec::with_capacity(self.micro_batch);
         let mut negatives = Vec::with_capacity(self.micro_batch * self.negatives);
+        let mut teacher = Some(Vec::new());
         for global in first..first + self.micro_batch as u64 {
             let epoch = (global / n) as usize;
             while orders.len() <= epoch {
                 let seed = self.seed.wrapping_add(orders.len() as u64);
                 orders.push(Permutation::new(n as usize, seed));
             }
-            let example =
-                source.example(orders[epoch].get((global % n) as usize), self.negatives)?;
+            let position = orders[epoch].get((global % n) as usize);
+            let example = source.example(position, self.negatives, self.draw(global))?;
             queries.push(example.query);
             positives.push(example.positive);
             negatives.extend(example.negatives);
+            teacher = teacher.and_then(|mut scores: Vec<f32>| {
+                scores.extend(example.teacher?);
+                Some(scores)
+            });
         }
         let documents: Vec<&str> = positives
             .iter()
@@ -67,7 +97,15 @@ impl BatchPlan {
             index,
             queries: self.query_tokenizer.encode_batch(&queries)?,
             documents: self.document_tokenizer.encode_batch(&documents)?,
+            teacher,
         })
+    }
+
+    /// The seed of example `global`'s draws (its positive and negatives among scored
+    /// candidates): a function of the run's seed and the example's place alone.
+    fn draw(&self, global: u64) -> u64 {
+        let mut state = self.seed ^ splitmix64(&mut global.clone());
+        splitmix64(&mut state)
     }
 }
 

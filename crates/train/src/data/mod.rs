@@ -1,11 +1,13 @@
 //! Training triplets from MS MARCO files, read in place: every file is memory-mapped and
 //! indexed by line offsets, so the 8.8M-passage collection or the 40M-line triple files never
 //! become heap strings. A seeded pseudo-random permutation orders the examples of each epoch
-//! without materialising it; batches are tokenised on a separate thread.
+//! without materialising it; batches are tokenised on a separate thread. A teacher's scored
+//! candidates (`scored.rs`) give one example per query, its negatives drawn per example.
 
 mod batches;
 mod lines;
 mod order;
+mod scored;
 mod store;
 mod triples;
 
@@ -13,5 +15,6 @@ pub use batches::{BatchPlan, Batches, TrainBatch};
 pub use lines::LineFile;
 pub use order::Permutation;
 pub(crate) use order::splitmix64;
+pub use scored::ScoredSource;
 pub use store::TextStore;
 pub use triples::{Example, TripleSource};

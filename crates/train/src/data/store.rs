@@ -58,6 +58,11 @@ impl TextStore {
         self.lines.path()
     }
 
+    /// Whether the file has a line for `id`.
+    pub fn contains(&self, id: u64) -> bool {
+        self.index.binary_search_by_key(&id, |(id, _)| *id).is_ok()
+    }
+
     /// The text of `id`, `None` if the file has no such id; `Err` if it is not UTF-8.
     pub fn get(&self, id: u64) -> Result<Option<&str>> {
         let Ok(position) = self.index.binary_search_by_key(&id, |(id, _)| *id) else {

@@ -1,10 +1,12 @@
-//! Training files as examples (query, positive, hard negatives): text triples, JSON lines, or
-//! id triples resolved through the text stores.
+//! Training files as examples (query, positive, hard negatives, and the teacher's scores where
+//! the file has them): text triples, JSON lines, id triples resolved through the text stores,
+//! naver/splade's distillation triples, or a teacher's scored candidates per query.
 
 use serde::Deserialize;
 
 use crate::config::DataConfig;
 use crate::data::lines::LineFile;
+use crate::data::scored::ScoredSource;
 use crate::data::store::TextStore;
 use crate::error::Result;
 
@@ -14,9 +16,11 @@ pub struct Example {
     pub query: String,
     pub positive: String,
     pub negatives: Vec<String>,
+    /// The teacher's scores of the positive and each negative, when the data has them.
+    pub teacher: Option<Vec<f32>>,
 }
 
-/// The examples of a training file, by line.
+/// The examples of a training file, by line (or, for scored candidates, by query).
 pub enum TripleSource {
     Text(LineFile),
     Ids {
@@ -25,6 +29,10 @@ pub enum TripleSource {
         collection: TextStore,
     },
     Jsonl(LineFile),
+    /// `query<TAB>positive<TAB>negative<TAB>s⁺<TAB>s⁻` (naver/splade's distillation triplets),
+    /// every line checked when the file is opened.
+    DistilText(LineFile),
+    Scored(ScoredSource),
 }
 
 #[derive(Deserialize)]
@@ -49,12 +57,25 @@ impl TripleSource {
                 collection: TextStore::open(collection)?,
             },
             DataConfig::Jsonl { triples } => Self::Jsonl(LineFile::open(triples)?),
+            DataConfig::DistilTriples { triples } => {
+                let lines = LineFile::open(triples)?;
+                for index in 0..lines.len() {
+                    distil_fields(&lines, index)?;
+                }
+                Self::DistilText(lines)
+            }
+            DataConfig::PickleScores { .. } | DataConfig::ParquetMargins { .. } => {
+                Self::Scored(ScoredSource::open(config)?)
+            }
         })
     }
 
-    /// Number of examples (lines of the triple file).
+    /// Number of examples (lines of the triple file; queries of scored candidates).
     pub fn len(&self) -> usize {
-        self.lines().len()
+        match self {
+            Self::Scored(scored) => scored.len(),
+            _ => self.lines().len(),
+        }
     }
 
     pub fn is_empty(&self) -> bool {
@@ -63,13 +84,21 @@ impl TripleSource {
 
     fn lines(&self) -> &LineFile {
         match self {
-            Self::Text(lines) | Self::Jsonl(lines) | Self::Ids { triples: lines, .. } => lines,
+            Self::Text(lines)
+            | Self::Jsonl(lines)
+            | Self::DistilText(lines)
+            | Self::Ids { triples: lines, .. } => lines,
+            Self::Scored(_) => unreachable!("scored candidates are not lines"),
         }
     }
 
-    /// Example `index` with its first `negatives` hard negatives. Malformed lines, unknown ids
-    /// and too few negatives are errors naming the file and line.
-    pub fn example(&self, index: usize, negatives: usize) -> Result<Example> {
+    /// Example `index` with its first `negatives` hard negatives (for scored candidates,
+    /// `negatives` drawn by `draw`, a seed of the example's place in the run). Malformed lines,
+    /// unknown ids and too few negatives are errors naming the file and line.
+    pub fn example(&self, index: usize, negatives: usize, draw: u64) -> Result<Example> {
+        if let Self::Scored(scored) = self {
+            return scored.example(index, negatives, draw);
+        }
         let lines = self.lines();
         let line = lines.text(index)?;
         let example = match self {
@@ -81,6 +110,16 @@ impl TripleSource {
                     query: query.into(),
                     positive: positive.into(),
                     negatives: vec![negative.into()],
+                    teacher: None,
+                }
+            }
+            Self::DistilText(_) => {
+                let (texts, scores) = distil_fields(lines, index)?;
+                Example {
+                    query: texts[0].into(),
+                    positive: texts[1].into(),
+                    negatives: vec![texts[2].into()],
+                    teacher: Some(scores.to_vec()),
                 }
             }
             Self::Ids {
@@ -109,6 +148,7 @@ impl TripleSource {
                     query: lookup(queries, ids[0])?,
                     positive: lookup(collection, ids[1])?,
                     negatives: vec![lookup(collection, ids[2])?],
+                    teacher: None,
                 }
             }
             Self::Jsonl(_) => {
@@ -122,8 +162,10 @@ impl TripleSource {
                     query: json.query,
                     positive: json.positive,
                     negatives: json.negatives,
+                    teacher: None,
                 }
             }
+            Self::Scored(_) => unreachable!("answered above"),
         };
         if example.negatives.len() < negatives {
             return Err(lines.error(
@@ -139,6 +181,25 @@ impl TripleSource {
             ..example
         })
     }
+}
+
+/// The texts and the teacher's two scores of a distillation triplet line.
+fn distil_fields(lines: &LineFile, index: usize) -> Result<([&str; 3], [f32; 2])> {
+    let expected = "expected `query<TAB>positive<TAB>negative<TAB>score<TAB>score`";
+    let line = lines.text(index)?;
+    let fields: Vec<&str> = line.split('\t').collect();
+    let &[query, positive, negative, s_pos, s_neg] = fields.as_slice() else {
+        let message = format!("{expected}, found {} fields", fields.len());
+        return Err(lines.error(index, message));
+    };
+    let score = |text: &str| {
+        text.trim()
+            .parse::<f32>()
+            .ok()
+            .filter(|s| s.is_finite())
+            .ok_or_else(|| lines.error(index, format!("score `{text}` is not a finite number")))
+    };
+    Ok(([query, positive, negative], [score(s_pos)?, score(s_neg)?]))
 }
 
 /// Exactly three tab-separated fields.
@@ -172,8 +233,9 @@ mod tests {
             query: "what is rust".into(),
             positive: "a language".into(),
             negatives: vec!["a metal oxide".into()],
+            teacher: None,
         };
-        assert_eq!(source.example(0, 1).unwrap(), expected);
+        assert_eq!(source.example(0, 1, 0).unwrap(), expected);
 
         let ids = TripleSource::open(&DataConfig::IdTriples {
             triples: write(&dir, "ids.tsv", b"7\t100\t5\n"),
@@ -185,7 +247,7 @@ mod tests {
             ),
         })
         .unwrap();
-        assert_eq!(ids.example(0, 1).unwrap(), expected);
+        assert_eq!(ids.example(0, 1, 0).unwrap(), expected);
 
         let jsonl = TripleSource::open(&DataConfig::Jsonl {
             triples: write(
@@ -195,8 +257,8 @@ mod tests {
             ),
         })
         .unwrap();
-        assert_eq!(jsonl.example(0, 1).unwrap(), expected);
-        assert_eq!(jsonl.example(0, 2).unwrap().negatives.len(), 2);
+        assert_eq!(jsonl.example(0, 1, 0).unwrap(), expected);
+        assert_eq!(jsonl.example(0, 2, 0).unwrap().negatives.len(), 2);
     }
 
     #[test]
@@ -205,7 +267,7 @@ mod tests {
         let text = write(&dir, "triples.tsv", b"q\tp\tn\nq\tp only\nq\tp\tn\textra\n");
         let source = TripleSource::open(&DataConfig::Triples { triples: text }).unwrap();
         for line in [1, 2] {
-            let message = source.example(line, 1).unwrap_err().to_string();
+            let message = source.example(line, 1, 0).unwrap_err().to_string();
             assert!(
                 message.contains(&format!("triples.tsv:{}", line + 1)),
                 "{message}"
@@ -218,13 +280,13 @@ mod tests {
             collection: write(&dir, "collection.tsv", b"2\tp\n3\tn\n"),
         })
         .unwrap();
-        assert!(ids.example(0, 1).is_ok());
-        let unknown = ids.example(1, 1).unwrap_err().to_string();
+        assert!(ids.example(0, 1, 0).is_ok());
+        let unknown = ids.example(1, 1, 0).unwrap_err().to_string();
         assert!(
             unknown.contains("ids.tsv:2") && unknown.contains("id 99"),
             "{unknown}"
         );
-        let not_int = ids.example(2, 1).unwrap_err().to_string();
+        let not_int = ids.example(2, 1, 0).unwrap_err().to_string();
         assert!(
             not_int.contains("ids.tsv:3") && not_int.contains("integers"),
             "{not_int}"
@@ -234,12 +296,12 @@ mod tests {
             triples: write(&dir, "t.jsonl", b"{\"query\": \"q\", \"positive\": \"p\"}\n{\"query\": \"q\", \"positive\": \"p\", \"negatives\": []}\n"),
         })
         .unwrap();
-        let missing = jsonl.example(0, 1).unwrap_err().to_string();
+        let missing = jsonl.example(0, 1, 0).unwrap_err().to_string();
         assert!(
             missing.contains("t.jsonl:1") && missing.contains("negatives"),
             "{missing}"
         );
-        let few = jsonl.example(1, 1).unwrap_err().to_string();
+        let few = jsonl.example(1, 1, 0).unwrap_err().to_string();
         assert!(
             few.contains("t.jsonl:2") && few.contains("has 0 negatives"),
             "{few}"

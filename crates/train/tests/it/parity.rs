@@ -1,6 +1,7 @@
 //! One training step against PyTorch (`lsr_train::reference`): the loss terms and every updated
 //! weight of the tiny BERT and ModernBERT fixtures within 1e-4 of PyTorch's, with lsr's former
-//! options and with naver/splade's; in bf16-mixed, as close to PyTorch's f32 step as PyTorch's
+//! options, with naver/splade's and distilling from a teacher's scores (MarginMSE as SPLADE++,
+//! KL-Div at temperature 2 beside the contrastive loss); in bf16-mixed, as close to PyTorch's f32 step as PyTorch's
 //! own bf16 autocast step comes (within twice).
 
 use burn::prelude::*;
@@ -9,6 +10,8 @@ use lsr_backbone::reference::fixtures_dir;
 use lsr_train::reference::{bf16_step_bounds, step_deviation};
 
 fn check(family: &str, variant: Option<&str>) {
+    // The step seeds the process's generator, which a test drawing dropout masks must not see.
+    let _lock = crate::one_run_at_a_time();
     let device = Device::flex().autodiff();
     let deviation =
         step_deviation(&fixtures_dir(), family, variant, &device, Precision::F32).unwrap();
@@ -47,7 +50,16 @@ fn steps_with_naver_splade_options_match_pytorch() {
 }
 
 #[test]
+fn steps_distilling_with_margin_mse_and_kl_div_match_pytorch() {
+    for family in ["bert", "modernbert"] {
+        check(family, Some("margin-mse"));
+        check(family, Some("kl-div"));
+    }
+}
+
+#[test]
 fn bf16_mixed_steps_land_as_close_as_pytorch_autocast() {
+    let _lock = crate::one_run_at_a_time();
     let (scalars_bound, update_bound) = bf16_step_bounds(&fixtures_dir()).unwrap();
     let device = Device::flex().autodiff();
     for family in ["bert", "modernbert"] {

@@ -3,12 +3,13 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::one_run_at_a_time;
 use lsr_compute::Precision;
 use lsr_backbone::reference::fixtures_dir;
 use lsr_files::{RunStatus, StatusFile, TrainCsv};
 use lsr_train::{
-    DataConfig, ModelSpec, Outcome, Recipe, TrainConfig, ValidationConfig, ValidationScores,
-    Validator, train, train_validated,
+    Batching, DataConfig, Distillation, ModelSpec, Outcome, Recipe, TrainConfig, ValidationConfig,
+    ValidationScores, Validator, train, train_validated,
 };
 
 fn config(output: &Path, family: &str, steps: usize) -> TrainConfig {
@@ -40,17 +41,6 @@ fn config(output: &Path, family: &str, steps: usize) -> TrainConfig {
         device: Some("flex".into()),
         validation: None,
     }
-}
-
-/// Dropout masks come from the backend's generator, which is one per process and seeded at each
-/// micro-batch; two runs on parallel test threads would draw from it in turn. Every test that
-/// trains holds this lock.
-static ONE_RUN_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn one_run_at_a_time() -> std::sync::MutexGuard<'static, ()> {
-    ONE_RUN_AT_A_TIME
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 fn column(path: &Path, name: &str) -> Vec<f64> {
@@ -194,20 +184,46 @@ fn a_run_whose_documents_die_collapses_with_its_model_exported() {
 
 #[test]
 fn resuming_after_a_kill_reaches_the_same_weights_without_lost_or_repeated_steps() {
-    resumes_exactly(Precision::F32);
+    resumes_exactly(Precision::F32, false);
 }
 
 #[test]
 fn resuming_stays_exact_in_bf16_mixed() {
-    resumes_exactly(Precision::Bf16Mixed);
+    resumes_exactly(Precision::Bf16Mixed, false);
 }
 
-fn resumes_exactly(precision: Precision) {
+/// Negatives drawn from a teacher's scores, distillation and gradient caching resume as exactly.
+#[test]
+fn a_distilled_cached_run_resumes_exactly() {
+    resumes_exactly(Precision::F32, true);
+}
+
+/// The tiny training data with its teacher (`scripts/fixtures/distillation.py`), two negatives
+/// drawn per query, KL-Div beside the contrastive loss, 2 cached micro-batches.
+fn distilled(mut config: TrainConfig) -> TrainConfig {
+    let data = fixtures_dir().join("train");
+    config.data = DataConfig::PickleScores {
+        scores: data.join("scores.pkl.gz"),
+        qrels: data.join("qrels.tsv"),
+        queries: data.join("queries.tsv"),
+        collection: data.join("collection.tsv"),
+    };
+    config.recipe.negatives = 2;
+    config.recipe.accumulation = 2;
+    config.recipe.batching = Batching::Cached;
+    config.recipe.distillation = Distillation::KlDiv;
+    config.validated("test").unwrap()
+}
+
+fn resumes_exactly(precision: Precision, distil: bool) {
     let _lock = one_run_at_a_time();
     let config = |output: &Path, family: &str, steps: usize| {
         let mut config = config(output, family, steps);
         config.recipe.precision = precision;
-        config
+        match distil {
+            true => distilled(config),
+            false => config,
+        }
     };
     let dir = tempfile::tempdir().unwrap();
     let whole = dir.path().join("whole");
@@ -296,6 +312,58 @@ fn bad_data_fails_before_anything_is_written() {
     let status = StatusFile::read(&output).unwrap().unwrap();
     assert_eq!(status.status, RunStatus::Failed);
     assert!(status.reason.unwrap().contains("bad.tsv:3"));
+}
+
+#[test]
+fn a_bad_teacher_file_fails_before_anything_is_written() {
+    let _lock = one_run_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let output = dir.path().join("out");
+    let cell = distilled(config(&output, "bert", 3));
+    let DataConfig::PickleScores { qrels, .. } = &cell.data else {
+        unreachable!()
+    };
+    let qrels = qrels.clone();
+    let with_scores = |name: &str, scores: &[(u64, &[(u64, f64)])]| {
+        let table = scores
+            .iter()
+            .map(|(q, candidates)| (*q, candidates.iter().copied().collect()))
+            .collect();
+        let path = dir.path().join(name);
+        lsr_data::teacher::write_pickle(&path, &table).unwrap();
+        let mut cell = cell.clone();
+        let DataConfig::PickleScores { scores, .. } = &mut cell.data else {
+            unreachable!()
+        };
+        *scores = path;
+        cell
+    };
+    // Passage 999 is not in the collection; query 100's positive is passage 0.
+    let unknown = with_scores("unknown.pkl.gz", &[(100, &[(0, 5.0), (999, 1.0)])]);
+    let error = train(&unknown, false).unwrap_err().to_string();
+    assert!(
+        error.contains("unknown.pkl.gz") && error.contains("query 100, passage 999 is not in"),
+        "{error}"
+    );
+    assert!(!output.exists());
+    let nan = with_scores("nan.pkl.gz", &[(100, &[(0, 5.0), (3, f64::NAN)])]);
+    let error = train(&nan, false).unwrap_err().to_string();
+    assert!(error.contains("query 100, passage 3: score NaN"), "{error}");
+    // Only scored queries without a negative: skipped as naver/splade skips them, leaving none.
+    let bare = with_scores("bare.pkl.gz", &[(100, &[(0, 5.0)])]);
+    let error = train(&bare, false).unwrap_err().to_string();
+    assert!(error.contains("no query left to train on"), "{error}");
+    assert!(!output.exists());
+    assert!(qrels.exists());
+
+    let mut triples = cell.clone();
+    let bad = dir.path().join("distil.tsv");
+    std::fs::write(&bad, "q\tp\tn\t3.5\t1\nq\tp\tn\tNaN\t1\n").unwrap();
+    triples.data = DataConfig::DistilTriples { triples: bad };
+    triples.recipe.negatives = 1;
+    let error = train(&triples, false).unwrap_err().to_string();
+    assert!(error.contains("distil.tsv:2: score `NaN`"), "{error}");
+    assert!(!output.exists());
 }
 
 #[test]

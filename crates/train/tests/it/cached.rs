@@ -1,0 +1,65 @@
+//! Gradient caching on flex: a step over 8 queries in 4 micro-batches, dropout on, has the
+//! gradient of the whole batch's loss (in-batch negatives and FLOPS over all 8) within f32
+//! bounds; accumulation, whose negatives and FLOPS are each micro-batch's, does not.
+
+use burn::prelude::*;
+use lsr_backbone::Backbone;
+use lsr_backbone::reference::fixtures_dir;
+use lsr_train::config::Batching;
+use lsr_train::data::{BatchPlan, TrainBatch, TripleSource};
+use lsr_train::reference::{gradient_deviation, whole_batch_gradients};
+use lsr_train::{DataConfig, Recipe, Trainer};
+
+fn micro_batches(backbone: &Backbone, count: u64, size: usize) -> Vec<TrainBatch> {
+    let source = TripleSource::open(&DataConfig::Triples {
+        triples: fixtures_dir().join("train/triples.tsv"),
+    })
+    .unwrap();
+    let plan = BatchPlan {
+        micro_batch: size,
+        negatives: 1,
+        seed: 5,
+        query_tokenizer: backbone.tokenizer.with_max_length(16).unwrap(),
+        document_tokenizer: backbone.tokenizer.with_max_length(32).unwrap(),
+    };
+    let mut orders = Vec::new();
+    (0..count)
+        .map(|index| plan.batch(&source, index, &mut orders).unwrap())
+        .collect()
+}
+
+#[test]
+fn a_cached_step_has_the_whole_batch_gradient_with_dropout_on() {
+    let _lock = crate::one_run_at_a_time();
+    let device = Device::flex().autodiff();
+    let path = fixtures_dir().join("bert");
+    let backbone = Backbone::load_with_dropout(path.to_str().unwrap(), &device, 64, true).unwrap();
+    let batches = micro_batches(&backbone, 4, 2);
+    let trainer = |batching| {
+        let recipe = Recipe {
+            batch_size: 8,
+            accumulation: 4,
+            batching,
+            ..Recipe::default()
+        };
+        Trainer::new(backbone.model.clone(), recipe)
+    };
+    let lambdas = (0.3, 0.2);
+    let cached = trainer(Batching::Cached);
+    let reference = whole_batch_gradients(&cached, &batches, lambdas);
+    let (gradients, _) = cached.gradients(&batches, lambdas);
+    let (off, largest) = gradient_deviation(&cached.model, &gradients, &reference);
+    assert!(largest > 0.0);
+    assert!(
+        off <= 1e-5 * largest,
+        "cached: off by {off:e} of {largest:e}"
+    );
+
+    let accumulated = trainer(Batching::Accumulation);
+    let (gradients, _) = accumulated.gradients(&batches, lambdas);
+    let (off, largest) = gradient_deviation(&accumulated.model, &gradients, &reference);
+    assert!(
+        off > 1e-2 * largest,
+        "accumulation: only {off:e} of {largest:e} off"
+    );
+}
