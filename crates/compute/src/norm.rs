@@ -103,7 +103,7 @@ mod tests {
     /// that splits (6 × 4 = 24 rows → blocks of 4) and one that does not (a prime).
     #[test]
     fn layer_norm_and_row_vectors_equal_the_plain_broadcast_with_their_gradients() {
-        let devices = crate::reference::test_devices().into_iter();
+        let devices = crate::device::test_devices().into_iter();
         for (device, batch) in devices.flat_map(|d| [(d.clone(), 6), (d, 7)]) {
             let device = device.autodiff();
             let width = 5;

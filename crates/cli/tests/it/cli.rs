@@ -456,18 +456,8 @@ fn lsr_matmul_is_checked_and_reported_by_the_benches() {
         command
             .env("LSR_MATMUL", mode)
             .args(["bench", "matmul", "--device", "flex", "--json"])
-            .args([
-                "--m",
-                "8",
-                "--k",
-                "4",
-                "--n",
-                "6",
-                "--warmup",
-                "0",
-                "--iterations",
-                "1",
-            ]);
+            .args(["--shape", "head=8x4x6t", "--shape", "plain=8x4x6"])
+            .args(["--warmup", "0", "--iterations", "1"]);
         command
     };
     let error = error_of(&mut bench("cuBLAS"));
@@ -476,7 +466,15 @@ fn lsr_matmul_is_checked_and_reported_by_the_benches() {
         "{error}"
     );
     for mode in ["cube", "cublas", "auto"] {
-        let report = &json_lines(&stdout_of(&mut bench(mode)))[0];
-        assert_eq!(report["matmul"], "cube", "{mode}");
+        let reports = json_lines(&stdout_of(&mut bench(mode)));
+        let shapes: Vec<_> = reports.iter().map(|r| r["shape"].clone()).collect();
+        assert_eq!(shapes, ["head", "plain"], "one line per shape, in order");
+        for report in &reports {
+            assert_eq!(report["matmul"], "cube", "{mode}");
+            // Off CUDA nothing goes to cuBLASLt, so there is nothing of it to report.
+            assert!(report.get("cublas").is_none(), "{report}");
+        }
+        assert_eq!(reports[0]["transposed_rhs"], true);
+        assert_eq!(reports[1]["transposed_rhs"], false);
     }
 }
