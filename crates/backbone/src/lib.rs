@@ -27,7 +27,7 @@ pub mod stats;
 pub mod tokenizer;
 pub mod weights;
 
-pub use checkpoint::{Checkpoint, HubSettings};
+pub use checkpoint::{Checkpoint, HUB_RENAMES, HubSettings, Pinning, hub_id};
 pub use device::{compiled_backends, parse_device};
 pub use error::{BackboneError, Result};
 pub use family::ModelConfig;

@@ -4,6 +4,7 @@
 mod bad_input;
 mod device;
 mod dropout;
+mod hub_cache;
 mod parity;
 mod precision;
 mod rescale;
