@@ -269,7 +269,8 @@ fn warn_unpinned(spec: &str, commit: Option<&str>) {
     }
     let commit = commit.unwrap_or("unknown");
     tracing::warn!(
-        "checkpoint `{spec}` is not pinned: it loads the hub's `{revision}`, here commit          {commit}; name it `{id}@{commit}` to load these weights again"
+        "checkpoint `{spec}` is not pinned: it loads the hub's `{revision}`, here commit \
+         {commit}; name it `{id}@{commit}` to load these weights again"
     );
 }
 
