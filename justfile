@@ -103,6 +103,13 @@ bench-train-step device="flex" torch_device="cpu" python=".venv/bin/python":
     echo "lsr:     $lsr"; echo "pytorch: $torch"; \
     {{python}} -c 'import json,sys; a,b=(json.loads(x) for x in sys.argv[1:]); print("lsr/pytorch seconds per step: %.2f, peak RSS: %.2f" % (a["seconds_per_step"]/b["seconds_per_step"], a["peak_rss_mib"]/b["peak_rss_mib"]))' "$lsr" "$torch"
 
+# An `lsr eval --quantize 100` output checked against Anserini, PISA and Seismic (PyPI, Java 21+).
+engines eval model:
+    # Not in CI: each engine indexes the evaluation's exports and searches them, and its run is
+    # compared with lsr's (docs/interop.md, "Checked against the engines").
+    scripts/build-lsr.sh
+    scripts/engines/run.sh {{eval}} {{model}}
+
 # Fuzz one reader (crates/fuzz/README.md), `runs` executions or `seconds`: `just fuzz safetensors`.
 fuzz target runs="1000000" seconds="1800":
     crates/fuzz/fuzz.sh {{target}} {{runs}} {{seconds}}

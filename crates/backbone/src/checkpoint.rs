@@ -2,9 +2,14 @@
 //! `name@revision` for a branch, tag or commit) resolved through the standard hub cache
 //! (`HF_HUB_CACHE`, else `HF_HOME/hub`, else `~/.cache/huggingface/hub`), downloaded into it
 //! when online, with the commit it resolved to. `HF_HUB_OFFLINE=1` forbids the download.
-//! Which of the two a name is, is decided here alone (`CheckpointName`), for every command.
+//! Which of the two a name is, and whether a hub name is pinned to a commit, is decided here
+//! alone (`CheckpointName`, [`Pinning`]), for every command. A hub id the hub has renamed is
+//! found in the cache under its other name too ([`HUB_RENAMES`]), and a name not pinned to a
+//! commit is said once per process, with the commit it loaded.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 use crate::error::{BackboneError, Result};
 
@@ -183,6 +188,92 @@ fn split_revision(spec: &str) -> (&str, &str) {
     spec.split_once('@').unwrap_or((spec, "main"))
 }
 
+/// The hub's redirects from the legacy names of the paper's backbones to the ids they have
+/// had since the hub moved them under their organisations (early 2024). The Python libraries
+/// cache a repository under the name it was asked by (`models--bert-base-uncased` or
+/// `models--google-bert--bert-base-uncased`), so an offline cache filled under either is
+/// looked up under both.
+pub const HUB_RENAMES: [(&str, &str); 4] = [
+    ("bert-base-uncased", "google-bert/bert-base-uncased"),
+    (
+        "distilbert-base-uncased",
+        "distilbert/distilbert-base-uncased",
+    ),
+    ("albert-base-v2", "albert/albert-base-v2"),
+    ("roberta-base", "FacebookAI/roberta-base"),
+];
+
+/// `id`, then the other name of the same hub repository if it has one.
+fn hub_names(id: &str) -> Vec<&str> {
+    let other = HUB_RENAMES.iter().find_map(|&(legacy, canonical)| {
+        (legacy == id)
+            .then_some(canonical)
+            .or((canonical == id).then_some(legacy))
+    });
+    std::iter::once(id).chain(other).collect()
+}
+
+/// What a checkpoint name fixes of the weights it loads.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Pinning {
+    /// A local directory: its files, whatever they are.
+    Local,
+    /// A hub id at a commit.
+    Commit { id: String, commit: String },
+    /// A hub id at a branch or tag (`main` when none is named), which may move.
+    Unpinned { id: String, revision: String },
+}
+
+impl Pinning {
+    pub fn of(spec: &str) -> Self {
+        if let CheckpointName::Local(_) = CheckpointName::of(spec) {
+            return Self::Local;
+        }
+        let (id, revision) = split_revision(spec);
+        let (id, revision) = (id.to_string(), revision.to_string());
+        match lsr_files::provenance::is_commit(&revision) {
+            true => Self::Commit {
+                id,
+                commit: revision,
+            },
+            false => Self::Unpinned { id, revision },
+        }
+    }
+
+    pub fn is_commit(&self) -> bool {
+        matches!(self, Self::Commit { .. })
+    }
+}
+
+/// The hub id a checkpoint name loads, without its revision; none for a local directory.
+pub fn hub_id(spec: &str) -> Option<&str> {
+    match CheckpointName::of(spec) {
+        CheckpointName::Local(_) => None,
+        CheckpointName::Hub => Some(split_revision(spec).0),
+    }
+}
+
+/// Says, once per process and name, that `spec` follows a branch or tag, and which commit it
+/// loaded this time.
+fn warn_unpinned(spec: &str, commit: Option<&str>) {
+    static WARNED: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
+    let Pinning::Unpinned { id, revision } = Pinning::of(spec) else {
+        return;
+    };
+    if !WARNED
+        .lock()
+        .expect("not poisoned")
+        .insert(spec.to_string())
+    {
+        return;
+    }
+    let commit = commit.unwrap_or("unknown");
+    tracing::warn!(
+        "checkpoint `{spec}` is not pinned: it loads the hub's `{revision}`, here commit \
+         {commit}; name it `{id}@{commit}` to load these weights again"
+    );
+}
+
 /// A snapshot directory as a checkpoint: its name is the commit it holds.
 fn from_snapshot(spec: &str, dir: &Path) -> Result<Checkpoint> {
     let mut found = Checkpoint::from_dir(spec, dir)?;
@@ -191,28 +282,44 @@ fn from_snapshot(spec: &str, dir: &Path) -> Result<Checkpoint> {
 }
 
 fn from_hub(spec: &str, hub: &HubSettings) -> Result<Checkpoint> {
+    let found = resolve_hub(spec, hub)?;
+    warn_unpinned(spec, found.revision.as_deref());
+    Ok(found)
+}
+
+/// The cached snapshot of `spec` under any name of its repository, else (online) a download.
+fn resolve_hub(spec: &str, hub: &HubSettings) -> Result<Checkpoint> {
     let (id, revision) = split_revision(spec);
     let cache_dir = hub.cache_dir.clone();
     let cache = hf_hub::Cache::new(cache_dir.clone());
     let repo = hf_hub::Repo::with_revision(id.into(), hf_hub::RepoType::Model, revision.into());
-    let cached = cache.repo(repo.clone());
-    // A commit has no ref file in a cache the Python libraries filled: its snapshot is its name.
-    let snapshot = cached
-        .get("config.json")
-        .and_then(|config| config.parent().map(Path::to_path_buf))
-        .unwrap_or_else(|| cached.pointer_path(revision));
-    if let Ok(found) = from_snapshot(spec, &snapshot) {
-        return Ok(found);
+    for name in hub_names(id) {
+        let named =
+            hf_hub::Repo::with_revision(name.into(), hf_hub::RepoType::Model, revision.into());
+        let cached = cache.repo(named);
+        // A commit has no ref file in a cache the Python libraries filled: its snapshot is its
+        // name.
+        let snapshot = cached
+            .get("config.json")
+            .and_then(|config| config.parent().map(Path::to_path_buf))
+            .unwrap_or_else(|| cached.pointer_path(revision));
+        if let Ok(found) = from_snapshot(spec, &snapshot) {
+            return Ok(found);
+        }
     }
     let missing = || {
+        let folders: Vec<String> = hub_names(id)
+            .into_iter()
+            .map(|name| format!("`{}`", hf_hub::Repo::model(name.to_string()).folder_name()))
+            .collect();
         format!(
             "checkpoint `{spec}` is not a local directory and is not in the Hugging Face cache at \
              {cache}. Download it on a machine with network access (`huggingface-cli download \
              {id} --revision {revision} config.json tokenizer.json model.safetensors`, or `lsr` without \
-             HF_HUB_OFFLINE), then copy the cache directory `{folder}` under {cache}, or pass the \
+             HF_HUB_OFFLINE), then copy the cache directory {folder} under {cache}, or pass the \
              path of a directory holding config.json, tokenizer.json and model.safetensors",
             cache = cache_dir.display(),
-            folder = hf_hub::Repo::model(id.to_string()).folder_name(),
+            folder = folders.join(" or "),
         )
     };
     if hub.offline {

@@ -22,7 +22,7 @@ pub mod stats;
 pub mod tokenizer;
 pub mod weights;
 
-pub use checkpoint::{Checkpoint, HubSettings};
+pub use checkpoint::{Checkpoint, HUB_RENAMES, HubSettings, Pinning, hub_id};
 pub use error::{BackboneError, Result};
 pub use family::ModelConfig;
 pub use family::{Dims, Encoder, EncoderModel, FAMILIES, Family};

@@ -8,6 +8,7 @@ use std::process::ExitCode;
 
 use anyhow::{Result, bail};
 use clap::{Args, Subcommand};
+use lsr_backbone::Pinning;
 use lsr_files::resolved;
 use lsr_files::stop::{INTERRUPTED_EXIT_CODE, requested, stop_on_signals};
 use lsr_matrix::probe::{ProbeState, finished, run_probes};
@@ -136,7 +137,7 @@ pub struct SlurmArgs {
 pub fn run(command: MatrixCommand) -> Result<ExitCode> {
     match command {
         MatrixCommand::List(spec) => list(&spec.load()?),
-        MatrixCommand::Status { spec, json } => status(&spec.open()?, json)?,
+        MatrixCommand::Status { spec, json } => status(&spec, json)?,
         MatrixCommand::Probe { spec, backbone } => {
             return probe(&spec.open()?, backbone.as_deref());
         }
@@ -264,15 +265,33 @@ fn verify(matrix: &Matrix, against: Option<&Path>) -> Result<()> {
     Ok(())
 }
 
-/// `lsr matrix status`: a line per cell, the count done in the results folder it looked in, a
-/// line per finished probe; or one JSON object
-/// `{"cells": {id: state}, "probes": {backbone: k}, "results": "<absolute folder>"}`.
-fn status(matrix: &Matrix, json: bool) -> Result<()> {
+/// `lsr matrix status`: a line per backbone and data set saying what the file pins (before
+/// the check of what it names on disk, which they do not need), a line per cell, the count done
+/// in the results folder it looked in, a line per finished probe; or one JSON object
+/// `{"backbones": {name: {"checkpoint", "commit"}}, "data": {name: {"pinned", "pins"}},
+/// "cells": {id: state}, "probes": {backbone: k}, "results": "<absolute folder>"}`.
+fn status(spec: &SpecArgs, json: bool) -> Result<()> {
+    let matrix = spec.load()?;
+    let (backbones, data) = (matrix.backbone_pins(), matrix.data_pins());
+    if !json {
+        for pin in &backbones {
+            println!("{pin}");
+        }
+        let pinned = backbones.iter().filter(|p| p.pinning.is_commit()).count();
+        println!(
+            "{pinned}/{} backbones pinned to a hub commit",
+            backbones.len()
+        );
+        for pin in &data {
+            println!("{pin}");
+        }
+    }
+    matrix.check_inputs()?;
     let mut states = Vec::new();
     for cell in &matrix.cells {
         states.push((cell.id.clone(), cell.state()?));
     }
-    let probes = finished(matrix)?;
+    let probes = finished(&matrix)?;
     if json {
         let cells: serde_json::Map<String, serde_json::Value> = states
             .iter()
@@ -282,10 +301,39 @@ fn status(matrix: &Matrix, json: bool) -> Result<()> {
             .iter()
             .map(|p| (p.backbone.clone(), p.chosen_k.into()))
             .collect();
+        let backbones: serde_json::Map<String, serde_json::Value> = backbones
+            .iter()
+            .map(|pin| {
+                let commit = match &pin.pinning {
+                    Pinning::Commit { commit, .. } => Some(commit),
+                    _ => None,
+                };
+                let record = serde_json::json!({ "checkpoint": pin.checkpoint, "commit": commit });
+                (pin.backbone.clone(), record)
+            })
+            .collect();
+        let data: serde_json::Map<String, serde_json::Value> = data
+            .iter()
+            .map(|pin| {
+                let record = match &pin.pins {
+                    Ok(pins) => {
+                        serde_json::json!({ "pinned": pins.all_pinned(), "pins": pins.to_string() })
+                    }
+                    Err(why) => serde_json::json!({ "pinned": false, "pins": why }),
+                };
+                (pin.dataset.clone(), record)
+            })
+            .collect();
         let results = std::path::absolute(&matrix.results)?;
         println!(
             "{}",
-            serde_json::json!({ "cells": cells, "probes": chosen, "results": results })
+            serde_json::json!({
+                "backbones": backbones,
+                "data": data,
+                "cells": cells,
+                "probes": chosen,
+                "results": results,
+            })
         );
         return Ok(());
     }

@@ -1,5 +1,6 @@
 //! `lsr vectors export`: the sparse vectors `lsr eval` or `lsr encode --vectors` wrote, in the
-//! formats search engines index (Anserini, Seismic, CIFF). The work is in `lsr-eval`.
+//! formats search engines index or query (Anserini, Seismic, CIFF, PISA). The work is in
+//! `lsr-eval`.
 
 use std::path::PathBuf;
 
@@ -7,12 +8,12 @@ use anyhow::Result;
 use clap::{Args, Subcommand, ValueEnum};
 use lsr_backbone::{Checkpoint, ModelConfig, TextTokenizer};
 use lsr_eval::export::{Format, export};
-use lsr_eval::impact::DEFAULT_QUANTIZE;
 use lsr_eval::vectors::Vocabulary;
 
 #[derive(Subcommand)]
 pub enum VectorsCommand {
-    /// Write a vector file for a search engine (docs/interop.md, "Indexing with a search engine").
+    /// Write a vector file for a search engine, tokens named as it needs them (docs/interop.md,
+    /// "Indexing with a search engine").
     Export(ExportArgs),
 }
 
@@ -30,10 +31,11 @@ pub struct ExportArgs {
     /// Where to write (one file; nothing is written unless complete).
     #[arg(long)]
     out: PathBuf,
-    /// Integer impacts are round(weight × this) (Anserini, CIFF; 100 as the SPLADE corpora
-    /// of Anserini's regressions).
-    #[arg(long, default_value_t = DEFAULT_QUANTIZE, value_parser = crate::values::positive::<f32>)]
-    quantize: f32,
+    /// Integer impacts are round(weight × F) (Anserini, CIFF, PISA queries; default 100, as
+    /// the SPLADE corpora of Anserini's regressions); Seismic gets float weights unless F is
+    /// given, then the same impacts: the vectors `lsr eval --quantize F` scored.
+    #[arg(long, value_name = "F", value_parser = crate::values::positive::<f32>)]
+    quantize: Option<f32>,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -46,6 +48,8 @@ enum FormatArg {
     Seismic,
     /// CIFF (PISA and others; integer impacts as term frequencies).
     Ciff,
+    /// PISA queries for a CIFF index (`qid:token token …`, tokens repeated by impact).
+    PisaQueries,
 }
 
 pub fn run(command: VectorsCommand) -> Result<()> {
@@ -55,6 +59,7 @@ pub fn run(command: VectorsCommand) -> Result<()> {
         FormatArg::AnseriniQueries => Format::AnseriniQueries,
         FormatArg::Seismic => Format::Seismic,
         FormatArg::Ciff => Format::Ciff,
+        FormatArg::PisaQueries => Format::PisaQueries,
     };
     // The tokenizer names the terms; the weights are not needed.
     let checkpoint = Checkpoint::resolve(&args.checkpoint)?;

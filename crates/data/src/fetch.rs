@@ -51,9 +51,13 @@ pub fn fetch(name: &str, root: &Path, offline: bool) -> Result<Vec<(String, usiz
         // The download, whether it is a temporary copy to remove, and what it holds.
         let (source, temporary, digests, payload) = match &download {
             Download::HubDataset {
-                repo, file, dest, ..
+                repo,
+                commit,
+                file,
+                dest,
+                ..
             } => {
-                let cached = hub_file(repo, file).map_err(fetch_error)?;
+                let cached = hub_file(repo, commit, file).map_err(fetch_error)?;
                 let digests = checksums::digest_file(&cached)?;
                 (cached, false, digests, Payload::File(dest.clone()))
             }
@@ -169,15 +173,22 @@ fn get(url: &str, root: &Path) -> Result<(PathBuf, Digests)> {
     Ok((path, hashing.finish().1))
 }
 
-/// A file of a hub dataset, from the hub cache (downloaded into it if missing).
-fn hub_file(repo: &str, file: &str) -> Result<PathBuf> {
+/// A file of a hub dataset at `commit`, from the hub cache (downloaded into it if missing).
+fn hub_file(repo: &str, commit: &str, file: &str) -> Result<PathBuf> {
     let hub_error = |e: &dyn std::fmt::Display| DataError::Invalid(e.to_string());
     let api = hf_hub::api::sync::ApiBuilder::from_env()
         .build()
         .map_err(|e| hub_error(&e))?;
-    api.dataset(repo.to_string())
-        .get(file)
-        .map_err(|e| hub_error(&e))
+    let repo = hf_hub::Repo::with_revision(repo.into(), hf_hub::RepoType::Dataset, commit.into());
+    // The Python libraries cache a commit's snapshot under its name, with no ref file for it.
+    let snapshot = hf_hub::Cache::from_env()
+        .repo(repo.clone())
+        .pointer_path(commit)
+        .join(file);
+    if snapshot.is_file() {
+        return Ok(snapshot);
+    }
+    api.repo(repo).get(file).map_err(|e| hub_error(&e))
 }
 
 /// Extracts the payload's members of `archive` to their places under `root`; every member

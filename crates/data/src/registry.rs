@@ -16,8 +16,10 @@
 //!   collectionandqueries.
 //!
 //! The NanoBEIR md5s are over the files at `main` when ir_datasets recorded them (2025-03-06); no
-//! source records their sizes or sha256 (the hub's LFS ids), so a repository that has changed
-//! since is refused with both digests named.
+//! source records their sizes or sha256 (the hub's LFS ids), so a file that differs is refused
+//! with both digests named. The files are fetched at the commit of each repository that MTEB
+//! pins (embeddings-benchmark/mteb, `mteb/tasks/retrieval/eng/nano_*_retrieval.py`, at
+//! a905523d0111f999360b312bd4a601a0a97a0e1c; pinned there 2024-12-18), not at `main`.
 //!
 //! MS MARCO's training queries and qrels are pinned from ir_datasets' downloads.json too
 //! (`msmarco-passage` `queries`, `train/qrels`). The teachers' scores for distillation could not be
@@ -123,9 +125,11 @@ pub enum Download {
         payload: Payload,
         pinned: Option<Pinned>,
     },
-    /// A file of a Hugging Face dataset repository, through the hub cache.
+    /// A file of a Hugging Face dataset repository at a commit, through the hub cache.
     HubDataset {
         repo: String,
+        /// The repository's commit the file is fetched at.
+        commit: String,
         file: String,
         dest: PathBuf,
         pinned: Option<Pinned>,
@@ -147,9 +151,9 @@ impl Download {
     pub fn origin(&self) -> String {
         match self {
             Self::Url { url, .. } => url.clone(),
-            Self::HubDataset { repo, file, .. } => {
-                format!("https://huggingface.co/datasets/{repo}/resolve/main/{file}")
-            }
+            Self::HubDataset {
+                repo, commit, file, ..
+            } => format!("https://huggingface.co/datasets/{repo}/resolve/{commit}/{file}"),
         }
     }
 
@@ -241,19 +245,19 @@ pub static REGISTRY: LazyLock<Vec<DataSet>> = LazyLock::new(|| {
         beir("trec-covid", &["beir/trec-covid"], Some(50), pin("ce62140cb23feb9becf6270d0d1fe6d1", 73876720)).in_group(BEIR_13),
         // Touché is ir_datasets' `v2`, the zip BEIR serves now.
         beir("webis-touche2020", &["beir/webis-touche2020/v2"], Some(49), pin("46f650ba5a527fc69e0a6521c5a23563", 227132363)).in_group(BEIR_13),
-        nanobeir("NanoArguAna", "arguana", 50, ["ee563dc09a91032b494f469b6c807a9c", "5ad0a26fad750dc74eae00ab753731b8", "5fab96653b0455879606e82071ef4b21"]).in_group(NANOBEIR_13),
-        nanobeir("NanoClimateFEVER", "climate-fever", 50, ["97a57296bbb7e48ffc8b763c4b2a188b", "0f4d43544ae8755e0557f89be3ae7e74", "3042ccd6054266951ac1338c57a2bb85"]).in_group(NANOBEIR_13),
-        nanobeir("NanoDBPedia", "dbpedia-entity", 50, ["cee2bc11f2b84fe636b5f219246221e0", "ec7d771ba38310699a5b323aa693febe", "8a9fa7e95c276d810ddbb53b8054801d"]).in_group(NANOBEIR_13),
-        nanobeir("NanoFEVER", "fever", 50, ["0b052fca4b4c975088bc2f01d7f2b749", "43122d82b3df866afad1f37a28e6ba60", "a25763bbae313d39668c37dbadb70cd3"]).in_group(NANOBEIR_13),
-        nanobeir("NanoFiQA2018", "fiqa", 50, ["873e5dcf7920fc8c0ff210cf06907607", "8b25da8b2d2e40a483d7a782a048a950", "f22d89ef6658379498bc92e92cf92d26"]).in_group(NANOBEIR_13),
-        nanobeir("NanoHotpotQA", "hotpotqa", 50, ["da3d14375223d0e5dad172acdbb1c332", "c1f13d4ed9f88a89285e39d9e13f5c38", "3ed8424185156af1fe4c55aac84bce92"]).in_group(NANOBEIR_13),
-        nanobeir("NanoMSMARCO", "msmarco", 50, ["15ab2a1d3674e562d088e64dc5781373", "9ab46c94f88bfed1e338dc0887568f03", "c72caacf4bc04efa8af6b2ac2944ea92"]).in_group(NANOBEIR_13),
-        nanobeir("NanoNFCorpus", "nfcorpus", 50, ["deb02538a3b030843a8ccca212dc6a3c", "6578fc992124bb997e32bd1192c1b475", "402762544651e0fc6df10cd76e2cbfae"]).in_group(NANOBEIR_13),
-        nanobeir("NanoNQ", "nq", 50, ["aaf73189d2b8d0de039dc2619d7a29ef", "87de29b17a669fc61d1f192bd5099887", "fc2b183187c4f99e0939b55dc11b1908"]).in_group(NANOBEIR_13),
-        nanobeir("NanoQuoraRetrieval", "quora", 50, ["a8cd6d41cbeb6bda2a3ed90526de4521", "590ed67697e12f21fafe436c07e6f772", "650ca21cef9a73b83e3845c93e3a230a"]).in_group(NANOBEIR_13),
-        nanobeir("NanoSCIDOCS", "scidocs", 50, ["60f9f2a7206f0e8a0fc185df2b7ab00b", "940e2220bc9667138774a36f6c771c97", "e21c1514761b06ac6bba5a8f958d8803"]).in_group(NANOBEIR_13),
-        nanobeir("NanoSciFact", "scifact", 50, ["9f82bfc70f9b7d7f0275fb6b8ee38876", "0218d8ad9c0bd8671002f16edb497ff3", "1155d79cf3854fa43c72c8458f34f744"]).in_group(NANOBEIR_13),
-        nanobeir("NanoTouche2020", "webis-touche2020", 49, ["fdea27196d1234ab4aa2c49c9a849840", "0ba668cdae413f411644871f544a9d1b", "4b3de9c60d59be85ae4483e1210caff9"]).in_group(NANOBEIR_13),
+        nanobeir("NanoArguAna", "arguana", 50, "8f4a982d470a32c45817738b9d29042ca55d75ad", ["ee563dc09a91032b494f469b6c807a9c", "5ad0a26fad750dc74eae00ab753731b8", "5fab96653b0455879606e82071ef4b21"]).in_group(NANOBEIR_13),
+        nanobeir("NanoClimateFEVER", "climate-fever", 50, "96741bfa30b9f56db8c9eb7d08e775ed6474f206", ["97a57296bbb7e48ffc8b763c4b2a188b", "0f4d43544ae8755e0557f89be3ae7e74", "3042ccd6054266951ac1338c57a2bb85"]).in_group(NANOBEIR_13),
+        nanobeir("NanoDBPedia", "dbpedia-entity", 50, "438f1c25129f05db6238699b5afdc9c6b58d2096", ["cee2bc11f2b84fe636b5f219246221e0", "ec7d771ba38310699a5b323aa693febe", "8a9fa7e95c276d810ddbb53b8054801d"]).in_group(NANOBEIR_13),
+        nanobeir("NanoFEVER", "fever", 50, "a8bfdf1bf15181167a7e22e69cf8754bdea9b4c8", ["0b052fca4b4c975088bc2f01d7f2b749", "43122d82b3df866afad1f37a28e6ba60", "a25763bbae313d39668c37dbadb70cd3"]).in_group(NANOBEIR_13),
+        nanobeir("NanoFiQA2018", "fiqa", 50, "4163ba032953d5044a7a6244261413f609c14342", ["873e5dcf7920fc8c0ff210cf06907607", "8b25da8b2d2e40a483d7a782a048a950", "f22d89ef6658379498bc92e92cf92d26"]).in_group(NANOBEIR_13),
+        nanobeir("NanoHotpotQA", "hotpotqa", 50, "d79c0cdda980aba54842756770928035e1b61a51", ["da3d14375223d0e5dad172acdbb1c332", "c1f13d4ed9f88a89285e39d9e13f5c38", "3ed8424185156af1fe4c55aac84bce92"]).in_group(NANOBEIR_13),
+        nanobeir("NanoMSMARCO", "msmarco", 50, "7b8ff22f2771dc65ac5b439f222eb19a1f56abda", ["15ab2a1d3674e562d088e64dc5781373", "9ab46c94f88bfed1e338dc0887568f03", "c72caacf4bc04efa8af6b2ac2944ea92"]).in_group(NANOBEIR_13),
+        nanobeir("NanoNFCorpus", "nfcorpus", 50, "dd542a7efb9ad2136b9e00768b60fca9038f8156", ["deb02538a3b030843a8ccca212dc6a3c", "6578fc992124bb997e32bd1192c1b475", "402762544651e0fc6df10cd76e2cbfae"]).in_group(NANOBEIR_13),
+        nanobeir("NanoNQ", "nq", 50, "77540146379abf95df8326a3c5bb9eb21c7146c3", ["aaf73189d2b8d0de039dc2619d7a29ef", "87de29b17a669fc61d1f192bd5099887", "fc2b183187c4f99e0939b55dc11b1908"]).in_group(NANOBEIR_13),
+        nanobeir("NanoQuoraRetrieval", "quora", 50, "2ab2d73e6c862026282808b913a34f4136928545", ["a8cd6d41cbeb6bda2a3ed90526de4521", "590ed67697e12f21fafe436c07e6f772", "650ca21cef9a73b83e3845c93e3a230a"]).in_group(NANOBEIR_13),
+        nanobeir("NanoSCIDOCS", "scidocs", 50, "484eb90549fc3f0b9c42b3551e80ceb999515537", ["60f9f2a7206f0e8a0fc185df2b7ab00b", "940e2220bc9667138774a36f6c771c97", "e21c1514761b06ac6bba5a8f958d8803"]).in_group(NANOBEIR_13),
+        nanobeir("NanoSciFact", "scifact", 50, "309f1d1ae3ae2e092444a8a0c25bed59b82318bc", ["9f82bfc70f9b7d7f0275fb6b8ee38876", "0218d8ad9c0bd8671002f16edb497ff3", "1155d79cf3854fa43c72c8458f34f744"]).in_group(NANOBEIR_13),
+        nanobeir("NanoTouche2020", "webis-touche2020", 49, "0d2f26ed8c5ad309f95c7f9499c70a40e140fccd", ["fdea27196d1234ab4aa2c49c9a849840", "0ba668cdae413f411644871f544a9d1b", "4b3de9c60d59be85ae4483e1210caff9"]).in_group(NANOBEIR_13),
     ]
 });
 
@@ -429,10 +433,15 @@ fn msmarco_train_queries() -> DataSet {
 /// reachable where this registry was written), so a teacher's scores are installed by hand.
 const HUB_SCORES_UNPINNED: &str = "sentence-transformers publishes no checksum of it";
 
+/// The revision of a hub file no commit could be found for (the teachers' scores): the
+/// repository's `main` on the day it is fetched by hand, which `pins` counts as not at a commit.
+const UNPINNED_REVISION: &str = "main";
+
 fn msmarco_ce_scores() -> DataSet {
     let file = "cross-encoder-ms-marco-MiniLM-L-6-v2-scores.pkl.gz";
     let download = Download::HubDataset {
         repo: "sentence-transformers/msmarco-hard-negatives".into(),
+        commit: UNPINNED_REVISION.into(),
         file: file.into(),
         dest: format!("msmarco/{file}").into(),
         pinned: None,
@@ -449,6 +458,7 @@ fn msmarco_ensemble_margins() -> DataSet {
             let file = format!("bert-ensemble-margin-mse/train-{shard:05}-of-00004.parquet");
             Download::HubDataset {
                 repo: "sentence-transformers/msmarco".into(),
+                commit: UNPINNED_REVISION.into(),
                 dest: format!("msmarco/{file}").into(),
                 file,
                 pinned: None,
@@ -511,10 +521,11 @@ fn beir(set: &str, ir_datasets: &[&str], queries: Option<usize>, zip: Option<Pin
     }
 }
 
-/// NanoBEIR set `hf_name` (`nanobeir/<hf_name>`, the HF dataset `zeta-alpha-ai/<hf_name>`),
-/// also called by its name without `Nano` in any case and `nano-beir/<id>` by ir_datasets;
-/// `md5s` are those of its corpus, queries and qrels files. Every judged pair is relevant.
-fn nanobeir(hf_name: &str, id: &str, queries: usize, md5s: [&str; 3]) -> DataSet {
+/// NanoBEIR set `hf_name` (`nanobeir/<hf_name>`, the HF dataset `zeta-alpha-ai/<hf_name>` at
+/// `commit`), also called by its name without `Nano` in any case and `nano-beir/<id>` by
+/// ir_datasets; `md5s` are those of its corpus, queries and qrels files. Every judged pair is
+/// relevant.
+fn nanobeir(hf_name: &str, id: &str, queries: usize, commit: &str, md5s: [&str; 3]) -> DataSet {
     let name = format!("{}{hf_name}", NANOBEIR.prefix);
     let split = |split: &str| format!("{name}/{split}");
     let downloads = ["corpus", "queries", "qrels"]
@@ -524,6 +535,7 @@ fn nanobeir(hf_name: &str, id: &str, queries: usize, md5s: [&str; 3]) -> DataSet
             let file = format!("{split}/train-00000-of-00001.parquet");
             Download::HubDataset {
                 repo: format!("{NANOBEIR_USER}/{hf_name}"),
+                commit: commit.into(),
                 dest: format!("{name}/{file}").into(),
                 file,
                 pinned: Some(Pinned {
@@ -618,6 +630,71 @@ pub fn evaluated(name: &str) -> Result<Vec<DataSet>> {
 /// The sets `lsr data fetch` takes a name for: [`evaluated`]'s, and training data.
 pub fn fetched(name: &str) -> Result<Vec<DataSet>> {
     named(name, true)
+}
+
+/// How the files `lsr data fetch` installs for a set or group are fixed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Pins {
+    pub files: usize,
+    /// Downloads checked against their publisher's md5.
+    pub by_md5: usize,
+    /// Files of hub repositories, and those of them fetched at a commit rather than a branch.
+    pub hub_files: usize,
+    pub hub_at_commit: usize,
+}
+
+impl Pins {
+    /// Every file is checked by its md5, and every hub file comes from a commit.
+    pub fn all_pinned(&self) -> bool {
+        self.by_md5 == self.files && self.hub_at_commit == self.hub_files
+    }
+}
+
+impl std::fmt::Display for Pins {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let state = if self.all_pinned() {
+            "pinned"
+        } else {
+            "not pinned"
+        };
+        write!(
+            f,
+            "{state}: {} of {} downloads by md5",
+            self.by_md5, self.files
+        )?;
+        if self.hub_files > 0 {
+            write!(
+                f,
+                ", {} of {} hub files at a commit",
+                self.hub_at_commit, self.hub_files
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// The pins of what `name` (a set or group lsr can fetch) downloads.
+pub fn pins(name: &str) -> Result<Pins> {
+    let downloads: Vec<Download> = fetched(name)?
+        .into_iter()
+        .flat_map(|set| set.downloads)
+        .collect();
+    let hub: Vec<&String> = downloads
+        .iter()
+        .filter_map(|d| match d {
+            Download::HubDataset { commit, .. } => Some(commit),
+            Download::Url { .. } => None,
+        })
+        .collect();
+    Ok(Pins {
+        files: downloads.len(),
+        by_md5: downloads.iter().filter(|d| d.pinned().is_some()).count(),
+        hub_files: hub.len(),
+        hub_at_commit: hub
+            .iter()
+            .filter(|c| lsr_files::provenance::is_commit(c))
+            .count(),
+    })
 }
 
 fn named(name: &str, training: bool) -> Result<Vec<DataSet>> {
@@ -764,6 +841,10 @@ mod tests {
         for set in REGISTRY.iter() {
             assert!(!set.downloads.is_empty(), "{}: no download", set.name);
             for download in &set.downloads {
+                if let Download::HubDataset { commit, .. } = download {
+                    let at_commit = lsr_files::provenance::is_commit(commit);
+                    assert!(at_commit || set.unpinned.is_some(), "{}", set.name);
+                }
                 if set.unpinned.is_some() && download.pinned().is_none() {
                     continue;
                 }
@@ -825,5 +906,20 @@ mod tests {
         assert!(set.downloads.iter().all(|d| d.pinned().is_none()));
         assert!(find("beir/").is_none());
         assert!(find("nanobeir/synth-a").is_none());
+    }
+
+    #[test]
+    fn every_named_group_is_pinned_nanobeir_by_commit_too() {
+        let nano = pins(NANOBEIR_13).unwrap();
+        assert_eq!((nano.files, nano.hub_files), (39, 39));
+        assert!(nano.all_pinned(), "{nano}");
+        assert_eq!(
+            nano.to_string(),
+            "pinned: 39 of 39 downloads by md5, 39 of 39 hub files at a commit"
+        );
+        for name in ["msmarco-dev", "trec-dl-2019", BEIR_13] {
+            let pins = pins(name).unwrap();
+            assert!(pins.all_pinned() && pins.hub_files == 0, "{name}: {pins}");
+        }
     }
 }

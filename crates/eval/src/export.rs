@@ -1,17 +1,21 @@
 //! Sparse vectors (a vector file of `lsr eval` or `lsr encode`) in the formats search
 //! engines index: Anserini's `JsonVectorCollection` (integer impacts) and its pre-tokenised
-//! query TSV, Seismic's JSONL (float weights), and CIFF, the protobuf interchange format PISA
-//! and others import. Each streams the vector file (CIFF in as many passes as its memory budget
-//! needs), writes atomically, and names terms by the model's vocabulary, which must be the one
-//! the vector file records.
+//! query TSV, Seismic's JSONL (float weights), CIFF, the protobuf interchange format PISA and
+//! others import, and PISA's query file. Each streams the vector file (CIFF in as many passes as
+//! its memory budget needs), writes atomically, and names terms by the model's vocabulary, which
+//! must be the one the vector file records, as its engine can take them ([`naming`]).
 
 use std::io::Write;
 use std::path::Path;
 
 use prost::Message;
 
+pub mod naming;
+
+pub use naming::Naming;
+
 use crate::error::{EvalError, Result};
-use crate::impact::quantize;
+use crate::impact::{DEFAULT_QUANTIZE, quantize};
 use crate::progress::progress_bar;
 use crate::vectors::{Vocabulary, check_vocabulary, read_vectors};
 
@@ -26,34 +30,60 @@ pub enum Format {
     Seismic,
     /// CIFF: header, postings lists in term order, document records.
     Ciff,
+    /// `qid:token token …`, each token repeated by its impact (PISA's `queries` with
+    /// `--weighted`; pyterrier-pisa's `query_toks`), the queries of a CIFF index.
+    PisaQueries,
+}
+
+impl Format {
+    /// How this format's engine must be given the vocabulary's tokens: the one place each
+    /// format's naming is chosen, so that a collection and its queries always agree.
+    pub fn naming(self) -> Naming {
+        match self {
+            Self::AnseriniDocuments | Self::AnseriniQueries => Naming::NoWhitespace,
+            Self::Ciff | Self::PisaQueries => Naming::NoWhitespaceOrCapitals,
+            Self::Seismic => Naming::AsIs,
+        }
+    }
 }
 
 /// Writes the vectors of `vectors` to `out` in `format`; `vocabulary.tokens[id]` is term `id`'s
-/// string. Returns the number of vectors written.
+/// token, written under the name `format`'s engine needs ([`Format::naming`]). The integer
+/// formats hold the impacts round(w × `quantization`) (default [`DEFAULT_QUANTIZE`]); Seismic's
+/// the float weights, or with a `quantization` those same impacts, the vectors an `lsr eval
+/// --quantize` run scored. Returns the number of vectors written.
 pub fn export(
     vectors: &Path,
     vocabulary: &Vocabulary,
     format: Format,
-    factor: f32,
+    quantization: Option<f32>,
     out: &Path,
 ) -> Result<usize> {
-    check_tokens(&vocabulary.tokens, format)?;
+    let factor = quantization.unwrap_or(DEFAULT_QUANTIZE);
+    let names = names(&vocabulary.tokens, format.naming())?;
     check_vocabulary(vectors, vocabulary)?;
-    let vocabulary = vocabulary.tokens.as_slice();
     let term = |id: u32| -> Result<&str> {
-        vocabulary
+        names
             .get(id as usize)
             .map(String::as_str)
             .ok_or_else(|| EvalError::File {
                 path: vectors.to_path_buf(),
                 message: format!(
                     "term {id} is beyond the vocabulary of {} tokens",
-                    vocabulary.len()
+                    names.len()
                 ),
             })
     };
+    // Integer formats of queries: each term as many times as its impact.
+    let repeated = |terms: &[(u32, f32)]| -> Result<String> {
+        let mut words = Vec::new();
+        for &(t, w) in terms {
+            words.extend(std::iter::repeat_n(term(t)?, quantize(w, factor) as usize));
+        }
+        Ok(words.join(" "))
+    };
     if format == Format::Ciff {
-        return write_ciff(vectors, vocabulary, factor, CIFF_POSTINGS_PER_PASS, out);
+        return write_ciff(vectors, &names, factor, CIFF_POSTINGS_PER_PASS, out);
     }
     let mut count = 0;
     let progress = progress_bar(&format!("{}", out.display()));
@@ -73,18 +103,26 @@ pub fn export(
                 Format::Seismic => {
                     let mut vector = serde_json::Map::new();
                     for &(t, w) in terms {
-                        vector.insert(term(t)?.into(), w.into());
+                        let value = match quantization {
+                            Some(factor) => quantize(w, factor) as f32,
+                            None => w,
+                        };
+                        if value != 0.0 {
+                            vector.insert(term(t)?.into(), value.into());
+                        }
                     }
                     serde_json::json!({"id": id, "content": "", "vector": vector}).to_string()
                 }
-                Format::AnseriniQueries => {
-                    let mut words = Vec::new();
-                    for &(t, w) in terms {
-                        let token = term(t)?;
-                        words.extend(std::iter::repeat_n(token, quantize(w, factor) as usize));
-                    }
-                    format!("{id}\t{}", words.join(" "))
+                Format::AnseriniQueries => format!("{id}\t{}", repeated(terms)?),
+                Format::PisaQueries if id.contains(':') => {
+                    return Err(EvalError::File {
+                        path: vectors.to_path_buf(),
+                        message: format!(
+                            "query id {id:?} holds a `:`, which PISA's query files end the id at"
+                        ),
+                    });
                 }
+                Format::PisaQueries => format!("{id}:{}", repeated(terms)?),
                 Format::Ciff => unreachable!("CIFF is written above"),
             };
             writeln!(file, "{line}").map_err(|e| EvalError::io(out, e))?;
@@ -116,19 +154,12 @@ fn write_out(out: &Path, fill: impl FnOnce(&mut dyn Write) -> Result<()>) -> Res
     }
 }
 
-/// Anserini splits the pseudo-documents and queries it is given on whitespace.
-fn check_tokens(vocabulary: &[String], format: Format) -> Result<()> {
-    if matches!(format, Format::AnseriniDocuments | Format::AnseriniQueries)
-        && let Some(token) = vocabulary
-            .iter()
-            .find(|t| t.is_empty() || t.contains(char::is_whitespace))
-    {
-        return Err(EvalError::Invalid(format!(
-            "the vocabulary has the token {token:?}, which Anserini's pre-tokenised input would \
-             split or drop"
-        )));
-    }
-    Ok(())
+/// Every token's name under `naming`, by term id.
+fn names(tokens: &[String], naming: Naming) -> Result<Vec<String>> {
+    tokens
+        .iter()
+        .map(|token| naming.name(token).map(|name| name.into_owned()))
+        .collect()
 }
 
 /// Postings held in memory per pass over the vectors when writing CIFF (12 bytes each).
@@ -191,11 +222,12 @@ mod ciff {
 pub use ciff::{DocRecord, Header, Posting, PostingsList};
 
 /// CIFF in three stages over the vector file: count each term's postings; then, for runs of
-/// terms (in string order) whose postings fit `budget`, gather and write their lists; then the
-/// document records. A document's length is its number of terms with a non-zero impact.
+/// terms (in the string order of their `names`) whose postings fit `budget`, gather and write
+/// their lists; then the document records. A document's length is its number of terms with a
+/// non-zero impact.
 fn write_ciff(
     vectors: &Path,
-    vocabulary: &[String],
+    names: &[String],
     factor: f32,
     budget: usize,
     out: &Path,
@@ -204,11 +236,11 @@ fn write_ciff(
         df,
         num_docs,
         total_terms,
-    } = count_postings(vectors, vocabulary.len(), factor)?;
-    let mut terms: Vec<u32> = (0..vocabulary.len() as u32)
+    } = count_postings(vectors, names.len(), factor)?;
+    let mut terms: Vec<u32> = (0..names.len() as u32)
         .filter(|&t| df[t as usize] > 0)
         .collect();
-    terms.sort_by(|a, b| vocabulary[*a as usize].cmp(&vocabulary[*b as usize]));
+    terms.sort_by(|a, b| names[*a as usize].cmp(&names[*b as usize]));
     let header = Header {
         version: 1,
         num_postings_lists: terms.len() as i32,
@@ -240,7 +272,7 @@ fn write_ciff(
             }
             let lists = gather(vectors, &terms[start..end], factor)?;
             for (term, postings) in terms[start..end].iter().zip(lists) {
-                let list = postings_list(&vocabulary[*term as usize], &postings);
+                let list = postings_list(&names[*term as usize], &postings);
                 write(list.encode_length_delimited_to_vec())?;
             }
             start = end;
@@ -342,7 +374,7 @@ fn postings_list(term: &str, postings: &[(u32, u32)]) -> PostingsList {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
+    use std::collections::{BTreeMap, BTreeSet};
 
     use super::*;
     use crate::impact::DEFAULT_QUANTIZE;
@@ -350,7 +382,9 @@ mod tests {
 
     type Vectors = Vec<(String, BTreeMap<u32, f32>)>;
 
-    const VOCABULARY: [&str; 6] = ["[PAD]", "the", "##ing", "egg", "capital", "rome"];
+    /// Tokens as BERT ("[CLS]"), RoBERTa ("ĠRome") and others write them, with a space and the
+    /// escape character: each needs a name in one engine or another.
+    const VOCABULARY: [&str; 6] = ["[PAD]", "the", "[CLS]", "ĠRome", "two words", "100%"];
 
     fn vocabulary() -> Vocabulary {
         Vocabulary {
@@ -366,7 +400,7 @@ mod tests {
             doc("d1", &[(1, 0.5), (3, 2.25), (5, 0.004)]),
             doc("d2", &[]),
             doc("d3", &[(2, 1.0), (3, 0.126), (4, 3.5)]),
-            doc("d4", &[(1, 0.02), (4, 0.7)]),
+            doc("d4", &[(1, 0.02), (4, 0.7), (5, 1.5)]),
         ]
     }
 
@@ -396,113 +430,199 @@ mod tests {
             .collect()
     }
 
-    fn term_id(token: &str) -> u32 {
+    /// The term a name in `format`'s output stands for.
+    fn term_id(name: &str, format: Format) -> u32 {
+        let token = format.naming().token(name).unwrap();
         VOCABULARY.iter().position(|t| *t == token).unwrap() as u32
     }
 
-    #[test]
-    fn json_formats_read_back_to_the_vectors() {
-        let dir = tempfile::tempdir().unwrap();
-        let input = write(dir.path());
-        let lines = |format: Format| {
-            let out = dir.path().join("out");
-            assert_eq!(
-                export(&input, &vocabulary(), format, DEFAULT_QUANTIZE, &out).unwrap(),
-                4
-            );
-            std::fs::read_to_string(&out).unwrap()
-        };
-        // JSON lines back to (id, term → weight as `value` reads it).
-        fn json<T>(
-            text: String,
-            value: fn(&serde_json::Value) -> T,
-        ) -> Vec<(String, BTreeMap<u32, T>)> {
-            text.lines()
-                .map(|line| {
-                    let doc: serde_json::Value = serde_json::from_str(line).unwrap();
-                    let vector = doc["vector"].as_object().unwrap();
-                    let terms = vector.iter().map(|(t, v)| (term_id(t), value(v)));
-                    (doc["id"].as_str().unwrap().to_string(), terms.collect())
-                })
-                .collect()
-        }
-        let anserini = json(lines(Format::AnseriniDocuments), |v| {
-            v.as_u64().unwrap() as u32
-        });
-        assert_eq!(anserini, quantized());
-        let seismic = json(lines(Format::Seismic), |v| v.as_f64().unwrap() as f32);
-        assert_eq!(seismic, vectors());
-        let queries: Vec<(String, BTreeMap<u32, u32>)> = lines(Format::AnseriniQueries)
-            .lines()
+    /// What `export` writes of the four vectors in `format`.
+    fn exported(input: &Path, format: Format) -> Vec<u8> {
+        let out = input.with_file_name(format!("{format:?}"));
+        assert_eq!(export(input, &vocabulary(), format, None, &out).unwrap(), 4);
+        std::fs::read(&out).unwrap()
+    }
+
+    /// JSON lines back to (id, term → weight as `value` reads it).
+    fn json<T>(
+        text: &str,
+        format: Format,
+        value: fn(&serde_json::Value) -> T,
+    ) -> Vec<(String, BTreeMap<u32, T>)> {
+        text.lines()
             .map(|line| {
-                let (id, text) = line.split_once('\t').unwrap();
+                let doc: serde_json::Value = serde_json::from_str(line).unwrap();
+                let vector = doc["vector"].as_object().unwrap();
+                let terms = vector.iter().map(|(t, v)| (term_id(t, format), value(v)));
+                (doc["id"].as_str().unwrap().to_string(), terms.collect())
+            })
+            .collect()
+    }
+
+    /// Query lines `id<separator>name name …` back to (id, term → repeats).
+    fn repeated(text: &str, format: Format, separator: char) -> Vec<(String, BTreeMap<u32, u32>)> {
+        text.lines()
+            .map(|line| {
+                let (id, names) = line.split_once(separator).unwrap();
                 let mut terms = BTreeMap::new();
-                for token in text.split_whitespace() {
-                    *terms.entry(term_id(token)).or_default() += 1;
+                for name in names.split_whitespace() {
+                    *terms.entry(term_id(name, format)).or_default() += 1;
                 }
                 (id.to_string(), terms)
             })
-            .collect();
-        assert_eq!(queries, quantized());
+            .collect()
+    }
+
+    /// CIFF back to (collection docid, term → impact), checking its framing on the way, and
+    /// the names of its postings lists in file order.
+    fn read_ciff(bytes: &[u8]) -> (Vec<(String, BTreeMap<u32, u32>)>, Vec<String>) {
+        let mut buf = bytes;
+        let header = Header::decode_length_delimited(&mut buf).unwrap();
+        assert_eq!((header.version, header.num_docs), (1, 4));
+        let mut docs: Vec<BTreeMap<u32, u32>> = vec![BTreeMap::new(); 4];
+        let mut names = Vec::new();
+        for _ in 0..header.num_postings_lists {
+            let list = PostingsList::decode_length_delimited(&mut buf).unwrap();
+            let mut docid = 0;
+            for posting in &list.postings {
+                docid += posting.docid as usize;
+                docs[docid].insert(term_id(&list.term, Format::Ciff), posting.tf as u32);
+            }
+            assert_eq!(list.df as usize, list.postings.len());
+            names.push(list.term);
+        }
+        let mut read = Vec::new();
+        for docid in 0..header.num_docs {
+            let record = DocRecord::decode_length_delimited(&mut buf).unwrap();
+            assert_eq!(record.docid, docid);
+            assert_eq!(record.doclength as usize, docs[docid as usize].len());
+            read.push((record.collection_docid, docs[docid as usize].clone()));
+        }
+        assert!(buf.is_empty(), "nothing after the document records");
+        let total: usize = read.iter().map(|(_, t)| t.len()).sum();
+        assert_eq!(header.total_terms_in_collection as usize, total);
+        (read, names)
     }
 
     #[test]
-    fn ciff_reads_back_to_the_vectors_in_one_pass_or_many() {
+    fn every_format_reads_back_to_every_dimension_of_the_vectors() {
         let dir = tempfile::tempdir().unwrap();
         let input = write(dir.path());
-        for budget in [usize::MAX, 1] {
-            let out = dir.path().join("index.ciff");
-            write_ciff(&input, &vocabulary().tokens, DEFAULT_QUANTIZE, budget, &out).unwrap();
-            let bytes = std::fs::read(&out).unwrap();
-            let mut buf = bytes.as_slice();
-            let header = Header::decode_length_delimited(&mut buf).unwrap();
-            assert_eq!((header.version, header.num_docs), (1, 4));
-            let mut docs: Vec<BTreeMap<u32, u32>> = vec![BTreeMap::new(); 4];
-            let mut terms = Vec::new();
-            for _ in 0..header.num_postings_lists {
-                let list = PostingsList::decode_length_delimited(&mut buf).unwrap();
-                let mut docid = 0;
-                for posting in &list.postings {
-                    docid += posting.docid as usize;
-                    docs[docid].insert(term_id(&list.term), posting.tf as u32);
-                }
-                assert_eq!(list.df as usize, list.postings.len());
-                terms.push(list.term);
-            }
-            assert!(
-                terms.windows(2).all(|w| w[0] < w[1]),
-                "terms in order: {terms:?}"
-            );
-            let mut read = Vec::new();
-            for docid in 0..header.num_docs {
-                let record = DocRecord::decode_length_delimited(&mut buf).unwrap();
-                assert_eq!(record.docid, docid);
-                assert_eq!(record.doclength as usize, docs[docid as usize].len());
-                read.push((record.collection_docid, docs[docid as usize].clone()));
-            }
-            assert!(buf.is_empty(), "nothing after the document records");
-            assert_eq!(read, quantized(), "budget {budget}");
-            let total: usize = read.iter().map(|(_, t)| t.len()).sum();
-            assert_eq!(header.total_terms_in_collection as usize, total);
-        }
+        let text = |format| String::from_utf8(exported(&input, format)).unwrap();
+        let anserini = json(
+            &text(Format::AnseriniDocuments),
+            Format::AnseriniDocuments,
+            |v| v.as_u64().unwrap() as u32,
+        );
+        assert_eq!(anserini, quantized());
+        let seismic = json(&text(Format::Seismic), Format::Seismic, |v| {
+            v.as_f64().unwrap() as f32
+        });
+        assert_eq!(seismic, vectors());
+        // With a quantization, Seismic gets the impacts the integer formats hold.
+        let out = input.with_file_name("seismic-impacts");
+        export(
+            &input,
+            &vocabulary(),
+            Format::Seismic,
+            Some(DEFAULT_QUANTIZE),
+            &out,
+        )
+        .unwrap();
+        let impacts = json(
+            &std::fs::read_to_string(&out).unwrap(),
+            Format::Seismic,
+            |v| v.as_f64().unwrap() as u32,
+        );
+        assert_eq!(impacts, quantized());
+        let queries = text(Format::AnseriniQueries);
+        assert_eq!(
+            repeated(&queries, Format::AnseriniQueries, '\t'),
+            quantized()
+        );
+        let pisa = text(Format::PisaQueries);
+        assert_eq!(repeated(&pisa, Format::PisaQueries, ':'), quantized());
+        assert_eq!(read_ciff(&exported(&input, Format::Ciff)).0, quantized());
+    }
+
+    /// The names each engine is given: what it would change is escaped, and its collection and
+    /// its queries name every term alike.
+    #[test]
+    fn an_engine_s_documents_and_queries_name_every_term_alike() {
+        let dir = tempfile::tempdir().unwrap();
+        let input = write(dir.path());
+        let text = |format| String::from_utf8(exported(&input, format)).unwrap();
+        let json_names = |text: &str| -> BTreeSet<String> {
+            text.lines()
+                .flat_map(|line| {
+                    let doc: serde_json::Value = serde_json::from_str(line).unwrap();
+                    let vector = doc["vector"].as_object().unwrap().clone();
+                    vector.into_iter().map(|(name, _)| name)
+                })
+                .collect()
+        };
+        let query_names = |text: &str, separator: char| -> BTreeSet<String> {
+            text.lines()
+                .flat_map(|line| line.split_once(separator).unwrap().1.split_whitespace())
+                .map(String::from)
+                .collect()
+        };
+        let anserini = json_names(&text(Format::AnseriniDocuments));
+        assert_eq!(anserini, query_names(&text(Format::AnseriniQueries), '\t'));
+        let expected = ["the", "[CLS]", "ĠRome", "two%20words", "100%25"];
+        assert_eq!(anserini, BTreeSet::from(expected.map(String::from)));
+
+        let ciff = read_ciff(&exported(&input, Format::Ciff)).1;
+        assert!(
+            ciff.windows(2).all(|w| w[0] < w[1]),
+            "names in order: {ciff:?}"
+        );
+        let ciff: BTreeSet<String> = ciff.into_iter().collect();
+        assert_eq!(ciff, query_names(&text(Format::PisaQueries), ':'));
+        let expected = ["the", "[%43%4c%53]", "Ġ%52ome", "two%20words", "100%25"];
+        assert_eq!(ciff, BTreeSet::from(expected.map(String::from)));
+
+        let seismic = json_names(&text(Format::Seismic));
+        assert!(seismic.contains("two words") && seismic.contains("[CLS]"));
     }
 
     #[test]
-    fn a_token_with_whitespace_is_refused_for_anserini() {
+    fn ciff_is_the_same_in_one_pass_or_many() {
+        let dir = tempfile::tempdir().unwrap();
+        let input = write(dir.path());
+        let names = names(&vocabulary().tokens, Format::Ciff.naming()).unwrap();
+        let mut written = Vec::new();
+        for budget in [usize::MAX, 1] {
+            let out = dir.path().join(format!("{budget}.ciff"));
+            write_ciff(&input, &names, DEFAULT_QUANTIZE, budget, &out).unwrap();
+            written.push(std::fs::read(&out).unwrap());
+        }
+        assert_eq!(read_ciff(&written[1]).0, quantized());
+        assert_eq!(written[0], written[1]);
+    }
+
+    #[test]
+    fn an_empty_token_and_a_query_id_pisa_would_cut_are_refused() {
         let dir = tempfile::tempdir().unwrap();
         let input = write(dir.path());
         let mut vocabulary = vocabulary();
-        vocabulary.tokens[3] = "two words".into();
-        let error = export(
-            &input,
-            &vocabulary,
-            Format::AnseriniDocuments,
-            100.0,
-            &dir.path().join("x"),
-        )
-        .unwrap_err()
-        .to_string();
-        assert!(error.contains("\"two words\""), "{error}");
-        assert!(!dir.path().join("x").exists());
+        vocabulary.tokens[3] = String::new();
+        let out = dir.path().join("x");
+        for format in [Format::AnseriniDocuments, Format::Ciff, Format::PisaQueries] {
+            let error = export(&input, &vocabulary, format, None, &out)
+                .unwrap_err()
+                .to_string();
+            assert!(error.contains("empty token"), "{error}");
+            assert!(!out.exists());
+        }
+        let path = dir.path().join("queries.vectors");
+        let mut writer = VectorWriter::create(&path, &self::vocabulary().fingerprint()).unwrap();
+        writer.write("q:1", &[(1, 1.0)]).unwrap();
+        writer.finish().unwrap();
+        let error = export(&path, &self::vocabulary(), Format::PisaQueries, None, &out)
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("\"q:1\""), "{error}");
+        assert!(!out.exists());
     }
 }

@@ -2,7 +2,8 @@
 //! model card): not the repository the user happens to run it in. The binary's build script
 //! reads it from git at build time and the binary hands it here when it starts
 //! ([`set_built_from`]); a library cannot see its binary's build. Code run without the binary
-//! (tests) records it as unknown.
+//! (tests) records it as unknown. Also what a git commit id looks like, for the hub
+//! repositories (models, data sets) lsr pins by commit.
 
 use std::sync::OnceLock;
 
@@ -31,4 +32,10 @@ pub fn describe(commit: Option<&str>, dirty: Option<bool>) -> String {
         (Some(commit), _) => commit.to_string(),
         (None, _) => "unknown (built outside lsr's git checkout)".into(),
     }
+}
+
+/// Whether `revision` is a git commit id (40 hex digits), which no push can move, rather than a
+/// branch or a tag: what a hub model or data set is pinned by.
+pub fn is_commit(revision: &str) -> bool {
+    revision.len() == 40 && revision.bytes().all(|b| b.is_ascii_hexdigit())
 }

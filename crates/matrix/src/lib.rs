@@ -8,11 +8,13 @@
 //! probes each backbone's grid with the beginnings of its cells to choose one k before the
 //! full runs. Before any of that starts, everything a matrix names is checked (`preflight`).
 //! A variant (`variant`: `--set`, `--results`) is the file changed for one invocation, and
-//! `verify` checks that results are what killed and restarted runs must leave.
+//! `verify` checks that results are what killed and restarted runs must leave; `pins` says
+//! which backbones and data sets the file pins.
 //! What it writes is all the report needs: it never reads this crate.
 
 pub mod cell;
 pub mod error;
+pub mod pins;
 pub mod preflight;
 pub mod probe;
 pub mod runner;

@@ -103,8 +103,9 @@ impl ModelCard {
     pub fn render(&self) -> String {
         let quoted = |s: &str| serde_json::to_string(s).expect("strings serialise");
         let mut card = String::from("---\n");
-        if !Path::new(&self.base_model).exists() {
-            card += &format!("base_model: {}\n", quoted(&self.base_model));
+        // The Hub's `base_model` is a repository id, without the commit it was pinned at.
+        if let Some(id) = lsr_backbone::hub_id(&self.base_model) {
+            card += &format!("base_model: {}\n", quoted(id));
         }
         card += "library_name: sentence-transformers\npipeline_tag: feature-extraction\ntags:\n";
         for tag in [
@@ -130,7 +131,10 @@ impl ModelCard {
         );
         card += "| | |\n|---|---|\n";
         let base = match &self.base_revision {
-            Some(revision) => format!("`{}` at commit `{revision}`", self.base_model),
+            Some(revision) => format!(
+                "`{}` at commit `{revision}`",
+                lsr_backbone::hub_id(&self.base_model).unwrap_or(&self.base_model)
+            ),
             None => format!("`{}` (a local directory)", self.base_model),
         };
         let rows = [

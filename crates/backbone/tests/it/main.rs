@@ -3,6 +3,7 @@
 
 mod bad_input;
 mod dropout;
+mod hub_cache;
 mod parity;
 mod precision;
 mod rescale;

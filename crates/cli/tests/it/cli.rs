@@ -400,18 +400,17 @@ fn an_unreadable_file_is_named_once_with_its_cause_once() {
     assert_eq!(stderr.matches("os error 2").count(), 1, "{stderr}");
 }
 
-/// A hub file that is not the one whose md5 is pinned (a repository changed since, or a
-/// tampered cache) is refused with both digests, and nothing is installed.
+/// A hub file that is not the one whose md5 is pinned (a tampered cache) is refused with both
+/// digests, and nothing is installed. The file is looked for at the commit the registry pins,
+/// where the Python libraries cache it (a snapshot named by the commit, no ref file).
 #[test]
 fn a_fetched_file_with_another_md5_is_refused_and_not_installed() {
     let dir = tempfile::tempdir().unwrap();
     let repo = dir
         .path()
         .join("hf/hub/datasets--zeta-alpha-ai--NanoSciFact");
-    let snapshot = repo.join("snapshots/0123abcd/corpus");
+    let snapshot = repo.join("snapshots/309f1d1ae3ae2e092444a8a0c25bed59b82318bc/corpus");
     std::fs::create_dir_all(&snapshot).unwrap();
-    std::fs::create_dir_all(repo.join("refs")).unwrap();
-    std::fs::write(repo.join("refs/main"), "0123abcd").unwrap();
     std::fs::write(snapshot.join("train-00000-of-00001.parquet"), "abc").unwrap();
     let data = dir.path().join("data");
     let error = error_of(

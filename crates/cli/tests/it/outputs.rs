@@ -1,9 +1,10 @@
 //! What the commands leave behind, over one representative run made from another git
-//! repository under umask 027 (the data tools, a one-cell matrix trained and evaluated, a
-//! checkpoint exported, texts encoded and their vectors exported, an evaluation, the report):
-//! every file and folder lsr writes has the mode the umask gives, the results record the commit
-//! lsr was built from rather than the repository it runs in, and every command that prints ends
-//! quietly when its reader has gone away.
+//! repository under umask 027 (the data tools, a one-cell matrix trained from a hub name in an
+//! offline cache and evaluated, a checkpoint exported, texts encoded and their vectors
+//! exported, an evaluation, the report): every file and folder lsr writes has the mode the umask
+//! gives, the results record the commit lsr was built from rather than the repository it runs
+//! in and the hub commit the backbone resolved to, and every command that prints ends quietly
+//! when its reader has gone away.
 
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::ExitStatusExt;
@@ -36,12 +37,33 @@ impl Run {
     fn matrix(&self) -> PathBuf {
         self.inputs().join("tiny.toml")
     }
+    /// The offline hub cache the backbone comes from (`HF_HUB_CACHE`).
+    fn hub(&self) -> PathBuf {
+        self.root.join("hub")
+    }
+}
+
+/// The backbone's hub name, not pinned to a commit, and the commit `main` is in the cache.
+const HUB_NAME: &str = "tiny-org/bert";
+const HUB_COMMIT: &str = "0123456789abcdef0123456789abcdef01234567";
+
+/// The BERT fixture as the Python libraries cache a download of `HUB_NAME`'s `main`.
+fn fill_hub_cache(run: &Run) {
+    let repo = run.hub().join("models--tiny-org--bert");
+    let snapshot = repo.join("snapshots").join(HUB_COMMIT);
+    std::fs::create_dir_all(&snapshot).unwrap();
+    for file in ["config.json", "model.safetensors", "tokenizer.json"] {
+        std::fs::copy(Path::new(&fixture("bert")).join(file), snapshot.join(file)).unwrap();
+    }
+    std::fs::create_dir_all(repo.join("refs")).unwrap();
+    std::fs::write(repo.join("refs/main"), HUB_COMMIT).unwrap();
 }
 
 const UMASK: u32 = 0o027;
 
-/// `lsr args` under umask 027 in the run's own git repository; it must succeed.
-fn lsr_in(run: &Run, args: &[&str]) {
+/// `lsr args` under umask 027 in the run's own git repository, with the run's offline hub
+/// cache; it must succeed. Returns its stderr.
+fn lsr_in(run: &Run, args: &[&str]) -> String {
     let script = format!("umask {UMASK:03o} && exec \"$0\" \"$@\"");
     let output = Command::new("sh")
         .args(["-c", &script])
@@ -49,13 +71,13 @@ fn lsr_in(run: &Run, args: &[&str]) {
         .args(args)
         .current_dir(run.repo())
         .env_remove("BURN_DEVICE")
+        .env("HF_HUB_CACHE", run.hub())
+        .env("HF_HUB_OFFLINE", "1")
         .output()
         .unwrap();
-    assert!(
-        output.status.success(),
-        "lsr {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(output.status.success(), "lsr {args:?}: {stderr}");
+    stderr
 }
 
 fn matrix_text(run: &Run) -> String {
@@ -91,12 +113,11 @@ document_max_length = 32
 
 [[backbone]]
 name = "bert"
-checkpoint = "{bert}"
+checkpoint = "{HUB_NAME}"
 "#,
         out = run.out().display(),
         inputs = run.inputs().display(),
         triples = fixture("train/triples.tsv"),
-        bert = fixture("bert"),
     )
 }
 
@@ -124,6 +145,7 @@ fn run() -> &'static Run {
             "{\"_id\": \"q1\", \"text\": \"capital of france\"}\n",
             "q1\ta\t1\n",
         );
+        fill_hub_cache(&run);
         std::fs::write(run.matrix(), matrix_text(&run)).unwrap();
         std::fs::write(
             run.inputs().join("norms.toml"),
@@ -159,7 +181,8 @@ fn lsr_representative_run(run: &Run) {
         run,
         &["matrix", "slurm", &matrix, "--out", &o("job.sbatch")],
     );
-    lsr_in(run, &["matrix", "run", &matrix]);
+    let said = lsr_in(run, &["matrix", "run", &matrix]);
+    std::fs::write(run.root.join("matrix-run.stderr"), said).unwrap();
     let step = find(&run.out().join("checkpoints"), &|p| {
         p.ends_with("step-00000004")
     });
@@ -283,6 +306,37 @@ fn results_record_the_commit_lsr_was_built_from_not_the_working_directorys() {
         None => "| lsr commit | unknown (built outside lsr's git checkout) |".into(),
     };
     assert!(card.contains(&said), "{card}");
+}
+
+/// The cell trained from a hub name: its `cell.json` and the exported model's card record the
+/// commit the name resolved to, the card's metadata names the repository without it, and
+/// `matrix run`, which resolves the name several times, said once that it is not pinned.
+#[test]
+fn results_record_the_hub_commit_and_an_unpinned_name_is_said_once() {
+    let run = run();
+    let json = |path: &Path| -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    };
+    let cell = find(&run.out().join("results"), &|p| p.ends_with("cell.json")).remove(0);
+    let cell = json(&cell);
+    assert_eq!(cell["checkpoint"], HUB_NAME);
+    assert_eq!(cell["checkpoint_revision"], HUB_COMMIT);
+    let model = find(&run.out().join("checkpoints"), &|p| {
+        p.ends_with("model/lsr-card.json")
+    });
+    assert_eq!(json(&model[0])["base_revision"], HUB_COMMIT);
+    let card = std::fs::read_to_string(model[0].with_file_name("README.md")).unwrap();
+    assert!(
+        card.contains(&format!("base_model: \"{HUB_NAME}\""))
+            && card.contains(&format!("`{HUB_NAME}` at commit `{HUB_COMMIT}`")),
+        "{card}"
+    );
+    let said = std::fs::read_to_string(run.root.join("matrix-run.stderr")).unwrap();
+    let warning = format!(
+        "checkpoint `{HUB_NAME}` is not pinned: it loads the hub's `main`, here commit \
+         {HUB_COMMIT}; name it `{HUB_NAME}@{HUB_COMMIT}`"
+    );
+    assert_eq!(said.matches(&warning).count(), 1, "{said}");
 }
 
 /// `--only k-choice` on results without probes: refused, saying what is missing, with no table
