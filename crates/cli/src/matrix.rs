@@ -239,9 +239,11 @@ fn slurm(args: SlurmArgs) -> Result<()> {
 fn verify(matrix: &Matrix, against: Option<&Path>) -> Result<()> {
     let found = lsr_matrix::verify::verify(matrix, against)?;
     eprintln!(
-        "{} of {} cells started; {} steps to redo past their last checkpoints",
+        "{} of {} cells started (logs checked: train.csv and the TensorBoard event files in \
+         each cell's directory under {}); {} steps to redo past their last checkpoints",
         found.started,
         matrix.cells.len(),
+        resolved(&matrix.results),
         found.to_redo
     );
     if let Some(reference) = against {
@@ -264,8 +266,8 @@ fn verify(matrix: &Matrix, against: Option<&Path>) -> Result<()> {
     Ok(())
 }
 
-/// `lsr matrix status`: a line per cell, the count done in the results folder it looked in, a
-/// line per finished probe; or one JSON object
+/// `lsr matrix status`: a line per cell, the count done in the results folder it looked in, the
+/// TensorBoard command that shows the cells' training, a line per finished probe; or one JSON object
 /// `{"cells": {id: state}, "probes": {backbone: k}, "results": "<absolute folder>"}`.
 fn status(matrix: &Matrix, json: bool) -> Result<()> {
     let mut states = Vec::new();
@@ -297,6 +299,10 @@ fn status(matrix: &Matrix, json: bool) -> Result<()> {
         "{done}/{} done in {}",
         states.len(),
         resolved(&matrix.results)
+    );
+    println!(
+        "training curves, a run per cell: tensorboard --logdir {}",
+        matrix.results.display()
     );
     for p in &probes {
         let scores: Vec<String> = p

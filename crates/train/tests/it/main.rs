@@ -2,4 +2,5 @@
 //! executable per crate, not one per file (each links the whole backend stack).
 
 mod parity;
+mod tensorboard;
 mod train;
