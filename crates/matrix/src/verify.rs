@@ -86,7 +86,7 @@ fn check_tensorboard(
     killed: bool,
     found: &mut Verification,
 ) -> Result<()> {
-    let run = tensorboard::read_run(&cell.dir())?;
+    let run = tensorboard::read_run(cell.dir())?;
     let tag = lsr_train::log::tensorboard_tag("loss").expect("a logged column");
     let Some(logged) = run.scalars.get(&tag) else {
         return Ok(());

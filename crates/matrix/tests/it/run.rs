@@ -376,7 +376,7 @@ fn variants_run_apart_and_verify_against_the_original() {
     );
     // A step twice in the TensorBoard log (a second process that logged it again).
     std::fs::write(&log, logged).unwrap();
-    let mut events = lsr_files::tensorboard::EventWriter::open(&cell, 4).unwrap();
+    let mut events = lsr_files::tensorboard::EventWriter::open(cell, 4).unwrap();
     events.scalars(4, &[("train/loss", 1.0)]).unwrap();
     let problems = verify(&rerun, None).unwrap().problems;
     assert!(
