@@ -29,6 +29,7 @@ fixtures python=".venv/bin/python":
     {{python}} scripts/fixtures/trec_eval_fixtures.py
     {{python}} scripts/fixtures/significance.py
     scripts/fixtures/sparse_encoder.sh {{python}}
+    scripts/fixtures/tensorboard.sh {{python}}
 
 # Run every cell of a matrix not yet done, then write its tables and figures (`lsr`: target/release).
 reproduce matrix="mini":

@@ -240,9 +240,11 @@ fn slurm(args: SlurmArgs) -> Result<()> {
 fn verify(matrix: &Matrix, against: Option<&Path>) -> Result<()> {
     let found = lsr_matrix::verify::verify(matrix, against)?;
     eprintln!(
-        "{} of {} cells started; {} steps to redo past their last checkpoints",
+        "{} of {} cells started (logs checked: train.csv and the TensorBoard event files in \
+         each cell's directory under {}); {} steps to redo past their last checkpoints",
         found.started,
         matrix.cells.len(),
+        resolved(&matrix.results),
         found.to_redo
     );
     if let Some(reference) = against {
@@ -267,7 +269,8 @@ fn verify(matrix: &Matrix, against: Option<&Path>) -> Result<()> {
 
 /// `lsr matrix status`: a line per backbone and data set saying what the file pins (before
 /// the check of what it names on disk, which they do not need), a line per cell, the count done
-/// in the results folder it looked in, a line per finished probe; or one JSON object
+/// in the results folder it looked in, the TensorBoard command that shows the cells' training, a
+/// line per finished probe; or one JSON object
 /// `{"backbones": {name: {"checkpoint", "commit"}}, "data": {name: {"pinned", "pins"}},
 /// "cells": {id: state}, "probes": {backbone: k}, "results": "<absolute folder>"}`.
 fn status(spec: &SpecArgs, json: bool) -> Result<()> {
@@ -345,6 +348,10 @@ fn status(spec: &SpecArgs, json: bool) -> Result<()> {
         "{done}/{} done in {}",
         states.len(),
         resolved(&matrix.results)
+    );
+    println!(
+        "training curves, a run per cell: tensorboard --logdir {}",
+        matrix.results.display()
     );
     for p in &probes {
         let scores: Vec<String> = p

@@ -16,15 +16,6 @@ use crate::registry::Pinned;
 
 pub const INSTALLED: &str = ".lsr-installed.json";
 
-/// The pinned digest of `url`, if a registered data set downloads it.
-pub fn pinned(url: &str) -> Option<Pinned> {
-    crate::registry::REGISTRY
-        .iter()
-        .flat_map(|set| &set.downloads)
-        .find(|download| download.origin() == url)
-        .and_then(|download| download.pinned().cloned())
-}
-
 /// Why the set that downloads `url` has no published digest of it, if the registry says.
 pub fn unpinned_reason(url: &str) -> Option<&'static str> {
     crate::registry::REGISTRY
@@ -97,12 +88,9 @@ pub fn digest_file(path: &Path) -> Result<Digests> {
 
 /// Refuses a download (at `path`) whose size or md5 is not the published one, or whose URL has
 /// no pinned digest.
-pub fn check(url: &str, path: &Path, got: &Digests) -> Result<()> {
-    let Some(pinned) = pinned(url) else {
-        return Err(DataError::File {
-            path: path.to_path_buf(),
-            message: format!("no checksum is pinned for {url} (crates/data/src/registry.rs)"),
-        });
+pub fn check(url: &str, pinned: Option<&Pinned>, path: &Path, got: &Digests) -> Result<()> {
+    let Some(pinned) = pinned else {
+        return Err(unpinned(url, path));
     };
     let size_differs = pinned.size.is_some_and(|size| size != got.size);
     if size_differs || pinned.md5 != got.md5 {
@@ -120,6 +108,14 @@ pub fn check(url: &str, path: &Path, got: &Digests) -> Result<()> {
         });
     }
     Ok(())
+}
+
+/// The refusal of a download that the registry pins no digest for.
+pub fn unpinned(url: &str, path: &Path) -> DataError {
+    DataError::File {
+        path: path.to_path_buf(),
+        message: format!("no checksum is pinned for {url} (crates/data/src/registry.rs)"),
+    }
 }
 
 /// One installed file: its sha256 when installed and the verified download it came from.
@@ -181,6 +177,15 @@ pub fn verify_installed(root: &Path, files: &[&Path]) -> Result<usize> {
 mod tests {
     use super::*;
 
+    /// The pinned digest of `url`, if a registered data set downloads it.
+    fn pinned(url: &str) -> Option<Pinned> {
+        crate::registry::REGISTRY
+            .iter()
+            .flat_map(|set| &set.downloads)
+            .find(|download| download.origin() == url)
+            .and_then(|download| download.pinned().cloned())
+    }
+
     #[test]
     fn the_table_pins_every_download_of_every_named_set() {
         for name in [
@@ -207,7 +212,7 @@ mod tests {
             sha256: String::new(),
             size: 3,
         };
-        let error = check(url, Path::new("dl.tmp"), &truncated)
+        let error = check(url, pinned(url).as_ref(), Path::new("dl.tmp"), &truncated)
             .unwrap_err()
             .to_string();
         assert!(
@@ -215,7 +220,7 @@ mod tests {
                 && error.contains("got md5 900150983cd24fb0d6963f7d28e17f72, 3 bytes"),
             "{error}"
         );
-        let error = check("https://example.org/x", Path::new("x"), &truncated).unwrap_err();
+        let error = check("https://example.org/x", None, Path::new("x"), &truncated).unwrap_err();
         assert!(
             error.to_string().contains("no checksum is pinned"),
             "{error}"

@@ -1,16 +1,18 @@
 //! `lsr data fetch`: downloads a data set's standard files from their canonical public
-//! locations into the data root, each checked against its published md5 while it streams and
-//! refused before anything is installed if it differs, then checks what it got (the files
-//! parse, the number of evaluated queries is the published one). Offline, or when a download
-//! fails, the error names every file expected, where it goes and where it comes from.
+//! locations into the data root (resumed after a dropped connection or a killed fetch:
+//! `download.rs`), each checked against its published md5 and refused before anything is
+//! installed if it differs, then checks what it got (the files parse, the number of evaluated
+//! queries is the published one). Offline, or when a download fails, the error names every file
+//! expected, where it goes and where it comes from.
 
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use crate::checksums::{self, Digests, Hashing, Installed};
 use crate::datasets::Dataset;
+use crate::download;
 use crate::error::{DataError, Result};
-use crate::registry::{self, Download, Payload};
+use crate::registry::{self, Download, Payload, Pinned};
 
 /// The downloads a data set (or group, or `registry::MSMARCO_TRAIN`) needs.
 pub fn plan(name: &str) -> Result<Vec<Download>> {
@@ -22,6 +24,10 @@ pub fn plan(name: &str) -> Result<Vec<Download>> {
 
 /// The lock a fetch holds on its data root, so that two fetches never install the same file.
 const FETCH_LOCK: &str = ".fetch.lock";
+
+/// Where downloads gather under the data root (`<md5>-<name>.partial` until verified), each
+/// removed once installed.
+pub const DOWNLOADS: &str = ".downloads";
 
 /// Fetches what is missing, then verifies every set; returns `(name, evaluated queries)`.
 pub fn fetch(name: &str, root: &Path, offline: bool) -> Result<Vec<(String, usize)>> {
@@ -48,30 +54,36 @@ pub fn fetch(name: &str, root: &Path, offline: bool) -> Result<Vec<(String, usiz
             return Err(missing(&download, root, &why));
         }
         let fetch_error = |e: DataError| missing(&download, root, &e.to_string());
-        // The download, whether it is a temporary copy to remove, and what it holds.
+        // The verified download, whether it is a copy to remove once installed, and what it
+        // holds.
         let (source, temporary, digests, payload) = match &download {
             Download::HubDataset {
                 repo,
                 commit,
                 file,
                 dest,
-                ..
+                pinned,
             } => {
                 let cached = hub_file(repo, commit, file).map_err(fetch_error)?;
                 let digests = checksums::digest_file(&cached)?;
+                checksums::check(&url, pinned.as_ref(), &cached, &digests)?;
                 (cached, false, digests, Payload::File(dest.clone()))
             }
-            Download::Url { url, payload, .. } => {
-                let (archive, digests) = get(url, root).map_err(fetch_error)?;
+            Download::Url {
+                url,
+                payload,
+                pinned,
+            } => {
+                let (archive, digests) = get(url, pinned.as_ref(), root).map_err(fetch_error)?;
                 (archive, true, digests, payload.clone())
             }
         };
-        let installed = checksums::check(&url, &source, &digests)
-            .and_then(|()| install(&source, &payload, root));
+        let installed = install(&source, &payload, root)?;
+        // Kept until installed: a verified download is not fetched twice.
         if temporary {
-            let _ = std::fs::remove_file(&source);
+            std::fs::remove_file(&source).map_err(|e| DataError::io(&source, e))?;
         }
-        let record = installed?
+        let record = installed
             .into_iter()
             .map(|(dest, got)| {
                 let entry = Installed {
@@ -152,25 +164,14 @@ fn missing(download: &Download, root: &Path, why: &str) -> DataError {
     }
 }
 
-/// Downloads `url` into a temporary file under `root`, hashing it as it arrives.
-fn get(url: &str, root: &Path) -> Result<(PathBuf, Digests)> {
-    let io = |source| DataError::io(root, source);
-    std::fs::create_dir_all(root).map_err(io)?;
-    let response = ureq::get(url)
-        .call()
-        .map_err(|e| io(std::io::Error::other(e)))?;
-    let mut body = response.into_body();
-    let (file, path) = tempfile::NamedTempFile::new_in(root)
-        .map_err(io)?
-        .keep()
-        .map_err(|e| io(e.error))?;
-    let mut hashing = Hashing::new(std::io::BufWriter::new(file));
-    let copied = std::io::copy(&mut body.as_reader(), &mut hashing).and_then(|_| hashing.flush());
-    if let Err(error) = copied {
-        let _ = std::fs::remove_file(&path);
-        return Err(io(error));
-    }
-    Ok((path, hashing.finish().1))
+/// Downloads a URL of the registry into `<root>/.downloads/` (resumed there if a previous
+/// fetch was cut off), verified against its pinned md5.
+fn get(url: &str, pinned: Option<&Pinned>, root: &Path) -> Result<(PathBuf, Digests)> {
+    let pinned = pinned.ok_or_else(|| checksums::unpinned(url, root))?;
+    let name = url.rsplit('/').next().unwrap_or(url);
+    let dest = root.join(DOWNLOADS).join(format!("{}-{name}", pinned.md5));
+    let digests = download::download(url, pinned, &dest, &download::Retry::default())?;
+    Ok((dest, digests))
 }
 
 /// A file of a hub dataset at `commit`, from the hub cache (downloaded into it if missing).

@@ -6,6 +6,7 @@
 pub mod bench_collection;
 pub mod checksums;
 pub mod datasets;
+pub mod download;
 pub mod error;
 pub mod fetch;
 pub mod miniature;

@@ -1,6 +1,6 @@
 //! `lsr matrix verify`: what a matrix's results must satisfy however often its runs were killed
 //! and restarted, read through the stages' own readers. Each cell's training log holds its
-//! steps once each and in order; a cell still in training has logged no further than one
+//! steps once each and in order, and its TensorBoard log the same steps; a cell still in training has logged no further than one
 //! checkpoint interval past its last checkpoint, which is all a kill makes it redo; and, against
 //! the results of the same matrix run undisturbed (`--against`), every cell that finished there
 //! logged the same steps here, to byte-identical weights and runs and equal measures.
@@ -8,6 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use lsr_files::layout::EVAL;
+use lsr_files::tensorboard;
 use lsr_files::{CellMetrics, CellState, TrainCsv};
 use lsr_train::TrainConfig;
 use lsr_train::checkpoint::{self, CONFIG};
@@ -38,9 +39,11 @@ pub fn verify(matrix: &Matrix, against: Option<&Path>) -> Result<Verification> {
             continue;
         };
         found.started += 1;
-        if matches!(cell.state()?, CellState::Running | CellState::Interrupted) {
+        let state = cell.state()?;
+        if matches!(state, CellState::Running | CellState::Interrupted) {
             check_redo(cell, &steps, &mut found)?;
         }
+        check_tensorboard(cell, &steps, state == CellState::Running, &mut found)?;
         if let Some(reference) = against {
             compare(cell, &steps, &reference.join(&cell.id), &mut found)?;
         }
@@ -72,6 +75,38 @@ fn logged_steps(cell: &Cell, found: &mut Verification) -> Result<Option<Vec<usiz
         previous = step;
     }
     Ok(Some(steps))
+}
+
+/// The cell's TensorBoard log (where it has one: lsr before it wrote none) holds the steps of
+/// its `train.csv`, each once and in order; a run killed between the two writes of a step
+/// (`running`) may lack that last step there.
+fn check_tensorboard(
+    cell: &Cell,
+    steps: &[usize],
+    killed: bool,
+    found: &mut Verification,
+) -> Result<()> {
+    let run = tensorboard::read_run(cell.dir())?;
+    let tag = lsr_train::log::tensorboard_tag("loss").expect("a logged column");
+    let Some(logged) = run.scalars.get(&tag) else {
+        return Ok(());
+    };
+    let logged: Vec<usize> = logged.iter().map(|&(step, _)| step as usize).collect();
+    let cut = killed && logged.len() + 1 == steps.len();
+    if logged != steps && !(cut && logged == steps[..logged.len()]) {
+        let at = logged.iter().zip(steps).take_while(|(a, b)| a == b).count();
+        found.problems.push(format!(
+            "{}: the TensorBoard log's {tag} holds {} steps, train.csv {}; they part at entry \
+             {} (step {:?} there, {:?} in train.csv)",
+            cell.dir().display(),
+            logged.len(),
+            steps.len(),
+            at + 1,
+            logged.get(at),
+            steps.get(at)
+        ));
+    }
+    Ok(())
 }
 
 fn check_redo(cell: &Cell, steps: &[usize], found: &mut Verification) -> Result<()> {

@@ -21,7 +21,7 @@ pub struct TrainConfig {
     #[serde(default)]
     pub recipe: Recipe,
     pub data: DataConfig,
-    /// The cell's results: resolved config, `train.csv`, `status.json`.
+    /// The cell's results: resolved config, `train.csv`, TensorBoard event files, `status.json`.
     pub output: PathBuf,
     /// Where checkpoints go (they are large); default `<output>/checkpoints`.
     #[serde(default, skip_serializing_if = "Option::is_none")]

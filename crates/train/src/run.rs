@@ -21,7 +21,7 @@ use crate::checkpoint::{self, DeadPasses, RunState};
 use crate::config::TrainConfig;
 use crate::data::{BatchPlan, Batches, TrainBatch, TripleSource};
 use crate::error::{Result, TrainError};
-use crate::log::TrainLog;
+use crate::log::{Throughput, TrainLog};
 use crate::trainer::{StepMetrics, Trainer, weights_finite};
 use crate::validation::{BestValidation, ValidationScores, Validator};
 
@@ -152,6 +152,8 @@ struct Run<'a> {
     trainer: Trainer,
     state: RunState,
     log: TrainLog,
+    /// What the steps since the last logged one processed, for the throughput.
+    throughput: Throughput,
     status: StatusFile,
     batches: Batches,
     progress: Progress,
@@ -186,7 +188,7 @@ impl<'a> Run<'a> {
             state = checkpoint::restore(&latest, &mut trainer)?;
             tracing::info!("resuming from {} (step {})", latest.display(), state.step);
         }
-        let log = TrainLog::open(&output.join("train.csv"), state.step)?;
+        let log = TrainLog::open(output, state.step, &config_toml)?;
         // A warning and a best pass from the steps before the checkpoint still hold.
         let previous = match resume {
             true => StatusFile::read(output)?,
@@ -233,6 +235,7 @@ impl<'a> Run<'a> {
             stop_at: recipe.steps,
             state,
             log,
+            throughput: Throughput::default(),
             status,
             batches,
         })
@@ -242,8 +245,15 @@ impl<'a> Run<'a> {
     /// run collapsed.
     fn step(&mut self) -> Result<Option<Outcome>> {
         let recipe = &self.config.recipe;
+        let started = std::time::Instant::now();
         let micro_batches = self.next_batches()?;
         let mut metrics = self.trainer.step(&micro_batches);
+        self.throughput.steps += 1;
+        self.throughput.time += started.elapsed();
+        self.throughput.tokens += (micro_batches.iter())
+            .flat_map(|batch| [&batch.queries.mask, &batch.documents.mask])
+            .map(|mask| mask.iter().map(|&m| u64::from(m)).sum::<u64>())
+            .sum::<u64>();
         self.state.step = metrics.step;
         self.state.next_micro_batch += recipe.accumulation as u64;
         self.watch_density(&mut metrics)?;
@@ -265,7 +275,7 @@ impl<'a> Run<'a> {
         let validated = metrics.validation.is_some();
         if metrics.step.is_multiple_of(recipe.log_every) || collapse.is_some() || last || validated
         {
-            self.log.append(&metrics)?;
+            self.log.append(&metrics, &mut self.throughput)?;
         }
         self.progress.step(&metrics);
         if let Some((rule, step, reason)) = collapse {

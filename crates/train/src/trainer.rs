@@ -29,6 +29,9 @@ pub struct StepMetrics {
     /// Mean number of non-zero terms per query / document.
     pub l0_q: f64,
     pub l0_d: f64,
+    /// The FLOPs of retrieval the batch implies, `Σ_j p_q(j)·p_d(j)` with `p(j)` the share of its
+    /// queries (documents) that have term j: the evaluation's FLOPs formula on this batch.
+    pub flops: f64,
     pub positive_score: f64,
     pub negative_score: f64,
     /// Largest weight of any query or document term.
@@ -90,6 +93,7 @@ impl Trainer {
             flops_d,
             l0_q,
             l0_d,
+            flops,
             positive_score,
             negative_score,
             max_activation,
@@ -105,6 +109,7 @@ impl Trainer {
             lambda_d,
             l0_q,
             l0_d,
+            flops,
             positive_score,
             negative_score,
             max_activation,
@@ -299,7 +304,7 @@ pub fn adamw(recipe: &Recipe) -> ModuleOptimizer {
 }
 
 /// How many values a step logs from its loss ([`monitor`]).
-pub const MONITORED: usize = 9;
+pub const MONITORED: usize = 10;
 
 /// The logged values of one micro-batch, read from the device in one transfer.
 fn monitor(
@@ -315,6 +320,8 @@ fn monitor(
             .sum_dim(1)
             .mean()
     };
+    let share = |t: &Tensor<2>| t.clone().detach().greater_elem(0.0).float().mean_dim(0);
+    let flops = (share(queries) * share(documents)).sum();
     let max = queries
         .clone()
         .detach()
@@ -334,6 +341,7 @@ fn monitor(
             terms.document_flops.clone().detach(),
             non_zero(queries),
             non_zero(documents),
+            flops,
             terms.positive_scores.clone().detach().mean(),
             negative_mean,
             max,

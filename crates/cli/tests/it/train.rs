@@ -83,10 +83,20 @@ fn resume_to_the_same_weights(cell: &Path, whole: &Path, resumed: &Path, steps: 
     let weights =
         |root: &Path| std::fs::read(root.join("out/checkpoints/model/model.safetensors")).unwrap();
     assert!(weights(whole) == weights(resumed), "resumed weights differ");
-    assert_eq!(
-        logged_steps(&resumed.join("out")),
-        (1..=steps).collect::<Vec<_>>()
+    let every_step: Vec<usize> = (1..=steps).collect();
+    assert_eq!(logged_steps(&resumed.join("out")), every_step);
+    // TensorBoard's curves too: every scalar at every step, once, however the run was cut.
+    let run = lsr_files::tensorboard::read_run(&resumed.join("out")).unwrap();
+    assert!(
+        run.scalars.contains_key("train/loss"),
+        "{:?}",
+        run.scalars.keys()
     );
+    for (tag, logged) in &run.scalars {
+        let logged: Vec<usize> = logged.iter().map(|&(step, _)| step as usize).collect();
+        assert_eq!(logged, every_step, "{tag}");
+    }
+    assert_eq!(run.texts["settings"].len(), 1);
 }
 
 #[test]

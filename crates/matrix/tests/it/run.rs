@@ -289,7 +289,7 @@ fn a_slurm_task_passes_the_signal_on_and_requeues_a_stopped_cell() {
 /// A variant of the matrix (`--results`, `--set`) runs apart from the original and records what
 /// it changed, in matrix.json and on the Slurm script's command line; `verify` finds a run
 /// equal to itself, names what differs in a run under another seed, and names the line of a
-/// log that holds a step twice.
+/// log that holds a step twice, and a TensorBoard log that does.
 #[test]
 fn variants_run_apart_and_verify_against_the_original() {
     let root = tempfile::tempdir().unwrap();
@@ -364,14 +364,24 @@ fn variants_run_apart_and_verify_against_the_original() {
         format!("--set recipe.seed=7 --set {checkpoints} --results {results} --cell \"$CELL\"");
     assert!(script.contains(&run), "{script}");
 
-    let log = rerun.cell("bert-k1").unwrap().dir().join("train.csv");
-    let mut text = std::fs::read_to_string(&log).unwrap();
-    let last = text.lines().last().unwrap().to_string();
-    text.push_str(&format!("{last}\n"));
-    std::fs::write(&log, text).unwrap();
+    let cell = rerun.cell("bert-k1").unwrap().dir();
+    let log = cell.join("train.csv");
+    let logged = std::fs::read_to_string(&log).unwrap();
+    let last = logged.lines().last().unwrap().to_string();
+    std::fs::write(&log, format!("{logged}{last}\n")).unwrap();
     let problems = verify(&rerun, None).unwrap().problems;
     assert!(
-        problems.len() == 1 && problems[0].contains("line 6 logs step 4 after step 4"),
+        problems[0].contains("line 6 logs step 4 after step 4"),
+        "{problems:?}"
+    );
+    // A step twice in the TensorBoard log (a second process that logged it again).
+    std::fs::write(&log, logged).unwrap();
+    let mut events = lsr_files::tensorboard::EventWriter::open(cell, 4).unwrap();
+    events.scalars(4, &[("train/loss", 1.0)]).unwrap();
+    let problems = verify(&rerun, None).unwrap().problems;
+    assert!(
+        problems.len() == 1
+            && problems[0].contains("TensorBoard log's train/loss holds 5 steps, train.csv 4"),
         "{problems:?}"
     );
 }

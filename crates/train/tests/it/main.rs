@@ -4,6 +4,7 @@
 mod cached;
 mod distillation;
 mod parity;
+mod tensorboard;
 mod train;
 
 /// Dropout masks come from the backend's generator, which is one per process and seeded at each

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use crate::one_run_at_a_time;
 use lsr_compute::Precision;
 use lsr_backbone::reference::fixtures_dir;
-use lsr_files::{RunStatus, StatusFile, TrainCsv};
+use lsr_files::{RunStatus, StatusFile, TrainCsv, tensorboard};
 use lsr_train::{
     Batching, DataConfig, Distillation, ModelSpec, Outcome, Recipe, TrainConfig, ValidationConfig,
     ValidationScores, Validator, train, train_validated,
@@ -230,7 +230,8 @@ fn resumes_exactly(precision: Precision, distil: bool) {
     let reference = finished_model(train(&config(&whole, "bert", 17), false).unwrap());
 
     // The state a SIGKILL at step 13 leaves: checkpoints 5 and 10, the log through step 13 (one
-    // row cut mid-write), status "running", and a half-written checkpoint directory.
+    // row cut mid-write; TensorBoard's through step 17, its last record cut short), status
+    // "running", and a half-written checkpoint directory.
     let killed = dir.path().join("killed");
     std::fs::create_dir_all(killed.join("checkpoints")).unwrap();
     for step in ["step-00000005", "step-00000010"] {
@@ -244,6 +245,10 @@ fn resumes_exactly(precision: Precision, distil: bool) {
     let mut lines: Vec<&str> = log.lines().take(14).collect();
     lines.push("14,0.0009");
     std::fs::write(killed.join("train.csv"), lines.join("\n")).unwrap();
+    let events = tensorboard::event_files(&whole).unwrap().remove(0);
+    let bytes = std::fs::read(&events).unwrap();
+    let killed_events = killed.join(events.file_name().unwrap());
+    std::fs::write(&killed_events, &bytes[..bytes.len() - 2]).unwrap();
     let status = std::fs::read_to_string(whole.join("status.json")).unwrap();
     std::fs::write(
         killed.join("status.json"),
@@ -267,6 +272,18 @@ fn resumes_exactly(precision: Precision, distil: bool) {
         column(&killed.join("train.csv"), "loss"),
     );
     assert_eq!(losses.0, losses.1);
+    // TensorBoard: each step once, the resumed ones as the uninterrupted run logged them, and
+    // the restart marked where it happened.
+    let (whole_run, resumed_run) = (
+        tensorboard::read_run(&whole).unwrap(),
+        tensorboard::read_run(&killed).unwrap(),
+    );
+    assert_eq!(
+        resumed_run.scalars["train/loss"],
+        whole_run.scalars["train/loss"]
+    );
+    assert_eq!(resumed_run.starts, [11]);
+    assert_eq!(resumed_run.texts["settings"], whole_run.texts["settings"]);
 }
 
 fn read(model_dir: &Path) -> Vec<u8> {
