@@ -9,9 +9,12 @@ use plotters::coord::Shift;
 use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 
-use super::{FAMILY, Figure, colour, panel_grid, write};
+use super::{FAMILY, Figure, colour, log_minor_lines, panel_grid, write};
 use crate::error::Result;
 use crate::results::{CellResult, LossLog, MatrixResults};
+
+/// Labels on the log loss axis (plotters' default).
+const Y_LABELS: usize = 11;
 
 type Chart<'a, DB> = ChartContext<'a, DB, Cartesian2d<RangedCoordf64, LogCoord<f64>>>;
 
@@ -91,6 +94,8 @@ fn draw_panel<DB: DrawingBackend>(
         .map_err(|e| e.to_string())?;
     chart
         .configure_mesh()
+        .y_labels(Y_LABELS)
+        .y_max_light_lines(log_minor_lines(Y_LABELS))
         .x_label_formatter(&|x| format!("{x:.0}"))
         .x_desc("step")
         .y_desc("loss")
@@ -113,7 +118,9 @@ fn draw_panel<DB: DrawingBackend>(
         .map_err(|e| e.to_string())
 }
 
-/// The y range of the panel: its positive losses with a margin, or 0.01–10 if there are none.
+/// The y range of the panel: its positive losses with a margin, from the power of ten below
+/// them (so that the axis has labels: plotters labels a log axis from a power of ten up, and
+/// one that holds none has no label), or 0.01–10 if there are none.
 fn loss_range(cells: &[&CellResult]) -> (f64, f64) {
     let (low, high) = cells
         .iter()
@@ -124,7 +131,7 @@ fn loss_range(cells: &[&CellResult]) -> (f64, f64) {
             (lo.min(v), hi.max(v))
         });
     if low.is_finite() {
-        (low * 0.8, high * 1.25)
+        (10f64.powf((low * 0.8).log10().floor()), high * 1.25)
     } else {
         (0.01, 10.0)
     }
