@@ -181,7 +181,7 @@ impl<'a> Run<'a> {
         lsr_files::write_bytes(&output.join(checkpoint::CONFIG), config_toml.as_bytes())?;
 
         let mut state = RunState::default();
-        if resume && let Some(latest) = checkpoint::latest(&config.checkpoint_dir())? {
+        if resume && let Some(latest) = checkpoint::latest_intact(&config.checkpoint_dir())? {
             state = checkpoint::restore(&latest, &mut trainer)?;
             tracing::info!("resuming from {} (step {})", latest.display(), state.step);
         }
