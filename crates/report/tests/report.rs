@@ -259,7 +259,11 @@ fn the_minor_grid_lines_of_a_narrow_loss_axis_stand_apart() {
         .collect();
     let cell = root.path().join("albert-k1");
     std::fs::create_dir_all(&cell).unwrap();
-    std::fs::write(cell.join("train.csv"), format!("step,lr,loss,ranking_loss\n{log}")).unwrap();
+    std::fs::write(
+        cell.join("train.csv"),
+        format!("step,lr,loss,ranking_loss\n{log}"),
+    )
+    .unwrap();
     let out = root.path().join("report");
     write_report(root.path(), &out, &[Part::Losses]).unwrap();
     let svg = std::fs::read_to_string(out.join("losses.svg")).unwrap();
@@ -278,9 +282,18 @@ fn the_minor_grid_lines_of_a_narrow_loss_axis_stand_apart() {
         .collect();
     heights.sort_by(f64::total_cmp);
     heights.dedup();
-    assert!(heights.len() >= 2, "no minor grid lines on the loss axis: {heights:?}");
-    let closest = heights.windows(2).map(|w| w[1] - w[0]).fold(f64::INFINITY, f64::min);
-    assert!(closest >= 4.0, "minor grid lines {closest} px apart: {heights:?}");
+    assert!(
+        heights.len() >= 2,
+        "no minor grid lines on the loss axis: {heights:?}"
+    );
+    let closest = heights
+        .windows(2)
+        .map(|w| w[1] - w[0])
+        .fold(f64::INFINITY, f64::min);
+    assert!(
+        closest >= 4.0,
+        "minor grid lines {closest} px apart: {heights:?}"
+    );
 }
 
 /// A cell with 0 FLOPs has no place on the log axis: the figure names it, with its score.
