@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use lsr_files::digest::hex;
 use md5::{Digest, Md5};
 use serde::{Deserialize, Serialize};
 use sha2::Sha256;
@@ -72,10 +73,6 @@ impl<W: Write> Write for Hashing<W> {
     fn flush(&mut self) -> std::io::Result<()> {
         self.inner.flush()
     }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The digests of a file on disk, read once.

@@ -10,6 +10,9 @@ pub enum EvalError {
     Files(#[from] lsr_files::FileError),
     #[error("{path}: {message}")]
     File { path: PathBuf, message: String },
+    /// A file whose checksum does not match its contents: damaged since it was written.
+    #[error("{path}: damaged since it was written: {found}")]
+    Damaged { path: PathBuf, found: String },
     #[error(transparent)]
     Data(#[from] lsr_data::DataError),
     #[error(transparent)]

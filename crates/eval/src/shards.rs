@@ -5,6 +5,10 @@
 //! byte for byte what one pass writes, since a shard is whole sort windows. Shards are reused
 //! only under the key they were encoded with (`key.json`: model, weights, rescaling, corpus,
 //! lengths, batch, precision, shard size); under another key they are removed, saying why.
+//! Each shard ends with its checksum (`crate::vectors`): before a pass, the complete shards it
+//! would otherwise skip are checked, and one damaged since it was written (cut short, a byte
+//! changed) is encoded again, saying so, so that damage costs its recomputation, never a wrong
+//! `corpus.vectors`.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -20,7 +24,7 @@ use crate::encoding::{SORT_WINDOW, encode_by_length, impacts};
 use crate::error::{EvalError, Result};
 use crate::index::IndexBuilder;
 use crate::settings::EvalSettings;
-use crate::vectors::{Fingerprint, VectorWriter, read_vectors};
+use crate::vectors::{Fingerprint, Integrity, VectorWriter, read_vectors, verify};
 
 /// The folder of a corpus's shards, in a data set's output folder.
 pub const SHARD_DIR: &str = "corpus.shards";
@@ -127,8 +131,10 @@ pub(crate) struct Shards {
 
 impl Shards {
     /// `<out_dir>/corpus.shards` for `key`: its complete shards, or none where they were
-    /// encoded under another key (then removed, with a note of what changed).
-    fn open(out_dir: &Path, key: &ShardKey) -> Result<Self> {
+    /// encoded under another key (then removed, with a note of what changed). Of the shards
+    /// that `part` takes, those whose checksum fails are removed too, saying which and why, so
+    /// that the pass encodes them again.
+    fn open(out_dir: &Path, key: &ShardKey, part: Option<ShardPart>) -> Result<Self> {
         let dir = out_dir.join(SHARD_DIR);
         let key_path = dir.join("key.json");
         let key = serde_json::to_value(key).expect("a key serialises");
@@ -145,15 +151,56 @@ impl Shards {
         if !key_path.exists() {
             lsr_files::write_json(&key_path, &key)?;
         }
-        let done = complete_shards(&dir)?;
-        if !done.is_empty() {
+        let mut shards = Self {
+            done: complete_shards(&dir)?,
+            dir,
+        };
+        shards.drop_damaged(part)?;
+        if !shards.done.is_empty() {
             tracing::info!(
                 "{}: resuming after {} complete shards",
-                dir.display(),
-                done.len()
+                shards.dir.display(),
+                shards.done.len()
             );
         }
-        Ok(Self { done, dir })
+        Ok(shards)
+    }
+
+    /// Verifies the complete shards `part` takes; removes each that fails, with one warning
+    /// naming them and what is wrong with each.
+    fn drop_damaged(&mut self, part: Option<ShardPart>) -> Result<()> {
+        let mut damaged = Vec::new();
+        for &shard in self
+            .done
+            .iter()
+            .filter(|&&s| part.is_none_or(|p| p.takes(s)))
+        {
+            let path = self.path(shard);
+            let found = match verify(&path)? {
+                Integrity::Intact => continue,
+                Integrity::Unrecorded => "no checksum (an older lsr's shard)".to_string(),
+                Integrity::Damaged(found) => found,
+            };
+            std::fs::remove_file(&path).map_err(|e| EvalError::io(&path, e))?;
+            damaged.push((shard, found));
+        }
+        if damaged.is_empty() {
+            return Ok(());
+        }
+        let list: Vec<String> = (damaged.iter())
+            .map(|(shard, found)| format!("shard {shard}: {found}"))
+            .collect();
+        tracing::warn!(
+            "{}: {} complete shards are damaged since they were written and are encoded again \
+             ({})",
+            self.dir.display(),
+            damaged.len(),
+            list.join("; ")
+        );
+        for (shard, _) in damaged {
+            self.done.remove(&shard);
+        }
+        Ok(())
     }
 
     fn path(&self, shard: usize) -> PathBuf {
@@ -233,7 +280,7 @@ pub(crate) fn encode_shards(
         size,
         window_size: SORT_WINDOW.min(size),
         stoppable: settings.shard_documents.is_some(),
-        shards: Shards::open(out_dir, &key)?,
+        shards: Shards::open(out_dir, &key, part)?,
         vocabulary,
         part,
         seen: 0,
@@ -250,7 +297,8 @@ pub(crate) fn encode_shards(
 }
 
 /// Every shard in order into `builder` and `corpus.vectors` in `out_dir`; a shard that is not
-/// there (another part's, not encoded yet) is an error naming it.
+/// there (another part's, not encoded yet) or that fails its checksum (damaged since the pass
+/// checked it) is an error naming it and saying what to do, and `corpus.vectors` is not written.
 pub(crate) fn assemble(
     shards: &Shards,
     count: usize,
@@ -269,10 +317,18 @@ pub(crate) fn assemble(
                 path.display()
             )));
         }
-        read_vectors(&path, |id, terms| {
+        let read = read_vectors(&path, |id, terms| {
             builder.add(id, &impacts(terms, quantize))?;
             writer.write(id, terms)
-        })?;
+        });
+        if let Err(EvalError::Damaged { path, found }) = read {
+            return Err(EvalError::Invalid(format!(
+                "{}: shard {shard} of {count} is damaged since it was written: {found}; run \
+                 the same command again, which finds it and encodes it again",
+                path.display()
+            )));
+        }
+        read?;
     }
     writer.finish()?;
     Ok(())
@@ -361,5 +417,48 @@ impl Pass<'_> {
             writer.finish()?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::vectors::Vocabulary;
+
+    /// A shard damaged after the pass checked it (between its check and the assembly) stops
+    /// the assembly with what to do, and no `corpus.vectors` is written.
+    #[test]
+    fn assembly_refuses_a_shard_damaged_since_it_was_written() {
+        let out = tempfile::tempdir().unwrap();
+        let dir = out.path().join(SHARD_DIR);
+        let vocabulary = Vocabulary {
+            model: "m".into(),
+            tokens: vec!["a".into(), "b".into()],
+        }
+        .fingerprint();
+        let shards = Shards {
+            dir,
+            done: BTreeSet::from([0, 1]),
+        };
+        for shard in [0, 1] {
+            let mut writer = VectorWriter::create(&shards.path(shard), &vocabulary).unwrap();
+            writer.write(&format!("d{shard}"), &[(1, 0.5)]).unwrap();
+            writer.finish().unwrap();
+        }
+        let path = shards.path(1);
+        let mut bytes = std::fs::read(&path).unwrap();
+        let last = bytes.len() - 40;
+        bytes[last] ^= 1;
+        std::fs::write(&path, bytes).unwrap();
+        let mut builder = IndexBuilder::new(2);
+        let error = assemble(&shards, 2, &vocabulary, &mut builder, None, out.path())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("000001.vectors: shard 1 of 2 is damaged since it was written")
+                && error.contains("run the same command again"),
+            "{error}"
+        );
+        assert!(!out.path().join("corpus.vectors").exists());
     }
 }

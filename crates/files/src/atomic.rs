@@ -182,6 +182,10 @@ mod tests {
     const ALLOWED: [(&str, &str); 7] = [
         ("files/src/atomic.rs", "the helpers"),
         (
+            "files/src/damage.rs",
+            "test support: a file damaged in place, as a disk would",
+        ),
+        (
             "files/src/lock.rs",
             "a lock file, never renamed, created 0666 less the umask",
         ),

@@ -1,17 +1,20 @@
-//! The files lsr's stages hand each other, and the one rule for writing them: a file or a
-//! directory appears complete under its name or not at all. It owns that rule (`atomic`), a
-//! training run's `status.json` (`status`), a cell's results directory with the state its
-//! files imply (`layout`), the rule of one writer per output (`lock`), a backbone's choice of k
-//! before its full runs (`probe`), how a path relative to the working directory is shown
-//! (`resolved`), the commit lsr was built from (`provenance`), what a matrix's results hold for
-//! the report (`results`: the expanded matrix, a cell's metrics, per-query measures, the
-//! training log), a run's TensorBoard event files, written as it trains and read back
-//! (`tensorboard`), and how a number is written as text (`number`). It compiles no tensor code,
-//! so the report reads results without burn. For tests: the rule for one that cannot set up its
-//! environment (`ci`) and, with the `small-disk` feature, a small tmpfs to fill (`small_disk`).
+//! The files lsr's stages hand each other, and the one rule for writing them: a file or a directory
+//! appears complete under its name or not at all. It owns that rule (`atomic`), a training run's
+//! `status.json` (`status`), a cell's results directory with the state its files imply (`layout`),
+//! the rule of one writer per output (`lock`), SHA-256 digests and a staged directory's record of
+//! its files, checked before it is read again (`digest`), a backbone's choice of k before its full
+//! runs (`probe`), how a path relative to the working directory is shown (`resolved`), the commit
+//! lsr was built from (`provenance`), what a matrix's results hold for the report (`results`: the
+//! expanded matrix, a cell's metrics, per-query measures, the training log), a run's TensorBoard
+//! event files, written as it trains and read back (`tensorboard`), and how a number is written as
+//! text (`number`). It compiles no tensor code, so the report reads results without burn. For
+//! tests: the rule for one that cannot set up its environment (`ci`), a file damaged in place
+//! (`damage`) and, with the `small-disk` feature, a small tmpfs to fill (`small_disk`).
 
 pub mod atomic;
 pub mod ci;
+pub mod damage;
+pub mod digest;
 pub mod layout;
 pub mod lock;
 pub mod number;

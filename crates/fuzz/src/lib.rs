@@ -259,9 +259,12 @@ pub fn triples(data: &[u8]) {
     }
 }
 
-/// A sparse-vector file (`LSRVEC2`, or the older `LSRVEC1`).
+/// A sparse-vector file (`LSRVEC3`, or the older `LSRVEC2` and `LSRVEC1`): its checksum checked
+/// alone, then read.
 pub fn vectors(data: &[u8]) {
-    let _ = lsr_eval::vectors::read_vectors(&scratch_file("corpus.vectors", data), |_, _| Ok(()));
+    let path = scratch_file("corpus.vectors", data);
+    let _ = lsr_eval::vectors::verify(&path);
+    let _ = lsr_eval::vectors::read_vectors(&path, |_, _| Ok(()));
 }
 
 /// A matrix TOML file (`experiments/*.toml`).

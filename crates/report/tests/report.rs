@@ -241,6 +241,61 @@ fn figures_are_written_as_png_and_svg() {
     );
 }
 
+/// A panel whose losses span less than a decade (8 down to 1.3, its axis 1 to 10): its minor
+/// grid lines stand apart, not every tenth of the decade crowded into a grey band.
+#[test]
+fn the_minor_grid_lines_of_a_narrow_loss_axis_stand_apart() {
+    let root = tempfile::tempdir().unwrap();
+    write(
+        &root.path().join("matrix.json"),
+        json!({"name": "narrow", "cells": [{"id": "albert-k1", "backbone": "albert", "k": 1.0}],
+               "datasets": [], "tradeoff": "beir/a", "paper": []}),
+    );
+    let log: String = (0..=50)
+        .map(|step| {
+            let loss = 8.0 - 0.13 * f64::from(step);
+            format!("{step},0.1,{loss},{}\n", loss - 0.2)
+        })
+        .collect();
+    let cell = root.path().join("albert-k1");
+    std::fs::create_dir_all(&cell).unwrap();
+    std::fs::write(
+        cell.join("train.csv"),
+        format!("step,lr,loss,ranking_loss\n{log}"),
+    )
+    .unwrap();
+    let out = root.path().join("report");
+    write_report(root.path(), &out, &[Part::Losses]).unwrap();
+    let svg = std::fs::read_to_string(out.join("losses.svg")).unwrap();
+    let attribute = |line: &str, name: &str| -> Option<f64> {
+        let start = line.find(&format!(" {name}=\""))? + name.len() + 3;
+        line[start..].split('"').next()?.parse().ok()
+    };
+    // plotters draws minor grid lines at opacity 0.1; horizontal ones belong to the loss axis.
+    let mut heights: Vec<f64> = svg
+        .split("<line")
+        .filter(|line| line.contains("opacity=\"0.1\""))
+        .filter_map(|line| {
+            let (y1, y2) = (attribute(line, "y1")?, attribute(line, "y2")?);
+            (y1 == y2).then_some(y1)
+        })
+        .collect();
+    heights.sort_by(f64::total_cmp);
+    heights.dedup();
+    assert!(
+        heights.len() >= 2,
+        "no minor grid lines on the loss axis: {heights:?}"
+    );
+    let closest = heights
+        .windows(2)
+        .map(|w| w[1] - w[0])
+        .fold(f64::INFINITY, f64::min);
+    assert!(
+        closest >= 4.0,
+        "minor grid lines {closest} px apart: {heights:?}"
+    );
+}
+
 /// A cell with 0 FLOPs has no place on the log axis: the figure names it, with its score.
 #[test]
 fn the_tradeoff_figure_names_the_cells_it_cannot_place() {

@@ -1,12 +1,16 @@
 //! Training checkpoints: `<dir>/step-00000100/` with the model and optimiser records (burnpack),
-//! the run's position (`state.json`) and its resolved config. Each is written into a `.partial`
-//! directory and renamed into place, so a directory named `step-N` is always complete; the
-//! newest `keep` are kept.
+//! the run's position (`state.json`), its resolved config, and last the size and SHA-256 of each
+//! (`checksums.json`, `lsr_files::digest`). Each is written into a `.partial` directory and
+//! renamed into place, so a directory named `step-N` is always complete; the newest `keep` are
+//! kept. A checkpoint is checked against its checksums before it is read: a resume passes over
+//! (and removes) one damaged since it was written for the newest intact one before it, saying
+//! so, and any other read of a damaged one is refused.
 
 use std::path::{Path, PathBuf};
 
 use burn::module::Module;
 use lsr_backbone::{Backbone, MaskedLm};
+use lsr_files::digest::Checked;
 use lsr_splade::{ModelCard, write_sentence_transformers};
 use serde::{Deserialize, Serialize};
 
@@ -71,7 +75,11 @@ pub fn save(
         let write =
             |name: &str, text: &str| lsr_files::write_bytes(&staging.join(name), text.as_bytes());
         write(STATE, &state_json)?;
-        Ok(write(CONFIG, config_toml)?)
+        write(CONFIG, config_toml)?;
+        Ok(lsr_files::digest::record(
+            staging,
+            &[MODEL, OPTIMIZER, STATE, CONFIG],
+        )?)
     })?;
     for old in complete(dir)?.iter().rev().skip(keep) {
         std::fs::remove_dir_all(&old.1).map_err(|e| TrainError::io(&old.1, e))?;
@@ -100,9 +108,73 @@ fn complete(dir: &Path) -> Result<Vec<(usize, PathBuf)>> {
     Ok(found)
 }
 
-/// The newest complete checkpoint in `dir`, if any.
-pub fn latest(dir: &Path) -> Result<Option<PathBuf>> {
-    Ok(complete(dir)?.pop().map(|(_, path)| path))
+/// The newest complete checkpoint in `dir` that is intact, if any: newer ones damaged since they
+/// were written are removed, with a warning naming what is wrong with each and the steps the
+/// run takes again.
+pub fn latest_intact(dir: &Path) -> Result<Option<PathBuf>> {
+    let mut checkpoints = complete(dir)?;
+    let mut damaged = Vec::new();
+    while let Some((step, path)) = checkpoints.pop() {
+        match check(&path)? {
+            Ok(()) => {
+                say_damaged(&damaged, step);
+                return Ok(Some(path));
+            }
+            Err(found) => {
+                std::fs::remove_dir_all(&path).map_err(|e| TrainError::io(&path, e))?;
+                damaged.push((step, path, found));
+            }
+        }
+    }
+    say_damaged(&damaged, 0);
+    Ok(None)
+}
+
+/// Warns of the damaged checkpoints removed (step, path, what is wrong; newest first), and that
+/// the run goes back to step `from`.
+fn say_damaged(damaged: &[(usize, PathBuf, String)], from: usize) {
+    let Some((newest, _, _)) = damaged.first() else {
+        return;
+    };
+    for (_, path, found) in damaged {
+        tracing::warn!(
+            "{}: damaged since it was written ({found}); removed",
+            path.display()
+        );
+    }
+    let to = match from {
+        0 => "no intact checkpoint is left: the run starts again from step 0".to_string(),
+        step => format!("resuming from step {step}, the newest intact checkpoint"),
+    };
+    tracing::warn!("{to}, and steps {}–{newest} are trained again", from + 1);
+}
+
+/// Checkpoint `path` against its checksums: `Err` with what is wrong, file by file, if it was
+/// damaged since it was written. One written before lsr recorded checksums is read unchecked,
+/// with a warning.
+fn check(path: &Path) -> Result<std::result::Result<(), String>> {
+    Ok(match lsr_files::digest::check(path)? {
+        Checked::Intact => Ok(()),
+        Checked::Damaged(found) => Err(found.join("; ")),
+        Checked::Unrecorded => {
+            tracing::warn!(
+                "{}: records no checksums (written by an older lsr), so nothing checks that it \
+                 is as written",
+                path.display()
+            );
+            Ok(())
+        }
+    })
+}
+
+/// Refuses checkpoint `path` if it was damaged since it was written.
+fn intact(path: &Path) -> Result<()> {
+    check(path)?.map_err(|found| {
+        TrainError::checkpoint(
+            path,
+            format!("damaged since it was written ({found}); use another checkpoint"),
+        )
+    })
 }
 
 /// The step of the newest complete checkpoint in `dir`, if any.
@@ -150,22 +222,26 @@ pub fn find(path: &Path) -> Result<PathBuf> {
 }
 
 /// The trained weights of checkpoint `path` applied to `model` (the same backbone, rescaled the
-/// same way).
+/// same way); refused if the checkpoint was damaged since it was written.
 pub fn restore_model(path: &Path, model: MaskedLm) -> Result<MaskedLm> {
+    intact(path)?;
+    load_model(path, model)
+}
+
+fn load_model(path: &Path, model: MaskedLm) -> Result<MaskedLm> {
     model
         .try_load_file(path.join(MODEL))
         .map_err(|e| TrainError::checkpoint(path.join(MODEL), e.to_string()))
 }
 
-/// Restores model and optimiser of `trainer` from checkpoint `path`; returns its run state.
+/// Restores model and optimiser of `trainer` from checkpoint `path` (refused if damaged since it
+/// was written); returns its run state.
 /// burn puts the optimiser state on its implicit default device (moved to the parameters' at
 /// the next step): the host in `lsr`, see `lsr_compute::device::pin_implicit_default_to_host`.
 pub fn restore(path: &Path, trainer: &mut Trainer) -> Result<RunState> {
-    let state_path = path.join(STATE);
-    let text = std::fs::read(&state_path).map_err(|e| TrainError::io(&state_path, e))?;
-    let state: RunState = serde_json::from_slice(&text)
-        .map_err(|e| TrainError::checkpoint(&state_path, e.to_string()))?;
-    trainer.model = restore_model(path, trainer.model.clone())?;
+    intact(path)?;
+    let state = read_state(path)?;
+    trainer.model = load_model(path, trainer.model.clone())?;
     let optimizer = std::mem::replace(
         &mut trainer.optimizer,
         crate::trainer::adamw(&trainer.recipe),
@@ -182,17 +258,23 @@ pub fn restore(path: &Path, trainer: &mut Trainer) -> Result<RunState> {
 /// checkpoint's weights.
 pub fn export(path: &Path, out: &Path, device: &burn::prelude::Device) -> Result<()> {
     let path = &find(path)?;
+    intact(path)?;
     let config = crate::config::TrainConfig::load(&path.join(CONFIG), &[])?;
     let recipe = &config.recipe;
     let max_length = recipe.query_max_length.max(recipe.document_max_length);
     let (backbone, model) = config
         .model
         .load_rescaled(device, max_length, recipe.dropout)?;
-    let model = restore_model(path, model)?;
-    let text = std::fs::read(path.join(STATE)).map_err(|e| TrainError::io(path.join(STATE), e))?;
-    let state: RunState = serde_json::from_slice(&text)
-        .map_err(|e| TrainError::checkpoint(path.join(STATE), e.to_string()))?;
+    let model = load_model(path, model)?;
+    let state = read_state(path)?;
     export_model(&model, &backbone, &config, state.step, out)
+}
+
+/// The run state a checkpoint records.
+fn read_state(path: &Path) -> Result<RunState> {
+    let state_path = path.join(STATE);
+    let text = std::fs::read(&state_path).map_err(|e| TrainError::io(&state_path, e))?;
+    serde_json::from_slice(&text).map_err(|e| TrainError::checkpoint(&state_path, e.to_string()))
 }
 
 /// Writes a trained `model` as a Hugging Face checkpoint in `out` that sentence-transformers

@@ -74,6 +74,11 @@ pub fn train_validated<'a>(
     train_validated_until(config, resume, validator, config.recipe.steps)
 }
 
+/// Held while a run trains: burn's random generator, which draws the dropout masks, is one per
+/// process and seeded before each micro-batch, so two runs training at once in one process (tests
+/// on parallel threads) would draw each other's masks, and neither would be reproducible.
+static TRAINING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// As [`train_validated`], ending after step `stop_at` (if below the recipe's steps) as a stop
 /// request ends a run: validated and checkpointed at that step, `Outcome::Interrupted`, so that
 /// a resume continues it to the run it is the beginning of (the probe of `lsr-matrix`).
@@ -86,6 +91,9 @@ pub fn train_validated_until<'a>(
     let output = &config.output;
     let new_output = !output.exists();
     let _lock = OutputLock::acquire(output, TRAIN_LOCK)?;
+    let _training = TRAINING
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     if let Some(ended) = recorded_end(output, resume)? {
         return Ok(ended);
     }
@@ -184,7 +192,7 @@ impl<'a> Run<'a> {
         lsr_files::write_bytes(&output.join(checkpoint::CONFIG), config_toml.as_bytes())?;
 
         let mut state = RunState::default();
-        if resume && let Some(latest) = checkpoint::latest(&config.checkpoint_dir())? {
+        if resume && let Some(latest) = checkpoint::latest_intact(&config.checkpoint_dir())? {
             state = checkpoint::restore(&latest, &mut trainer)?;
             tracing::info!("resuming from {} (step {})", latest.display(), state.step);
         }

@@ -1,11 +1,12 @@
 //! `lsr train` and `lsr export` as a user runs them: a real SIGKILL and `--resume`, SIGTERM
-//! (a checkpoint at the next step, exit code 75) and `--resume`, two processes on one output,
-//! a full disk, the collapse exit code, an exported checkpoint read back by `lsr encode`, and
-//! what a piped run prints and logs.
+//! (a checkpoint at the next step, exit code 75) and `--resume`, a damaged checkpoint passed
+//! over, two processes on one output, a full disk, the collapse exit code, an exported
+//! checkpoint read back by `lsr encode`, and what a piped run prints and logs.
 
 use std::path::Path;
 
 use crate::common::{fixture, lsr, stdout_of, wait_until};
+use lsr_files::damage::Damage;
 use lsr_files::small_disk::SmallDisk;
 
 fn write_cell(dir: &Path, steps: usize, checkpoint_every: usize) -> std::path::PathBuf {
@@ -218,6 +219,67 @@ fn a_run_stopped_with_sigterm_checkpoints_exits_75_and_resumes_to_the_same_weigh
     );
 
     resume_to_the_same_weights(&cell, &whole, &stopped, STEPS);
+}
+
+/// A run killed after its last checkpoint (step 20) but before it ended, whose newest checkpoint
+/// was then damaged (its model record cut short): `--resume` says so, removes it, resumes from
+/// step 15 and ends with the weights of an uninterrupted run; `lsr export` refuses it.
+#[test]
+fn a_damaged_checkpoint_is_passed_over_saying_so_and_the_run_ends_with_the_same_weights() {
+    const STEPS: usize = 20;
+    let dir = tempfile::tempdir().unwrap();
+    let whole = dir.path().join("whole");
+    train_whole(&whole, STEPS, 5);
+
+    let killed = dir.path().join("killed");
+    let cell = write_cell(&killed, STEPS, 5);
+    let copied = std::process::Command::new("cp")
+        .arg("-r")
+        .args([whole.join("out"), killed.join("out")])
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    std::fs::remove_dir_all(killed.join("out/checkpoints/model")).unwrap();
+    let status = std::fs::read_to_string(killed.join("out/status.json")).unwrap();
+    std::fs::write(
+        killed.join("out/status.json"),
+        status.replace("finished", "running"),
+    )
+    .unwrap();
+    let newest = killed.join("out/checkpoints/step-00000020");
+    Damage::CutShort.apply(&newest.join("model.bpk")).unwrap();
+
+    let export = lsr()
+        .arg("export")
+        .args([&newest, &dir.path().join("exported")])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&export.stderr);
+    assert_eq!(export.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("damaged since it was written"), "{stderr}");
+
+    let resumed = lsr()
+        .args(["train", "--resume", "--config"])
+        .arg(&cell)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&resumed.stderr);
+    assert!(resumed.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("step-00000020: damaged since it was written (model.bpk: ")
+            && stderr.contains("cut short); removed")
+            && stderr.contains("resuming from step 15, the newest intact checkpoint, and steps 16–20 are trained again"),
+        "{stderr}"
+    );
+    let weights = |root: &Path| std::fs::read(root.join("out/checkpoints/model/model.safetensors"));
+    assert!(
+        weights(&whole).unwrap() == weights(&killed).unwrap(),
+        "weights differ"
+    );
+    assert_eq!(
+        logged_steps(&killed.join("out")),
+        (1..=STEPS).collect::<Vec<_>>()
+    );
 }
 
 #[test]

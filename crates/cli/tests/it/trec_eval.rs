@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use crate::common::{beir_set, fixture, lsr, stdout_of, succeeded, wait_until};
+use lsr_files::damage::Damage;
 
 #[test]
 fn means_match_pytrec_eval_at_trec_dl_relevance_level() {
@@ -434,4 +435,65 @@ fn eval_stopped_with_sigterm_exits_75_and_resumes_to_the_same_run() {
         assert!(read(&whole) == read(&stopped), "{file} differs");
     }
     assert!(!shards.exists(), "the shards are removed once evaluated");
+}
+
+/// Two of the shards a part (`--shard 0/2`) left damaged before the run that assembles them,
+/// one cut short and one with a byte flipped: that run says which it encodes again and why,
+/// and ends with the vectors and run of an undisturbed evaluation.
+#[test]
+fn eval_encodes_damaged_shards_again_saying_so_and_ends_with_the_undisturbed_run() {
+    let root = tempfile::tempdir().unwrap();
+    let corpus: String = (0..40)
+        .map(|i| {
+            format!(
+                "{{\"_id\": \"d{i}\", \"text\": \"passage {i} on topic {}\"}}\n",
+                i % 7
+            )
+        })
+        .collect();
+    let queries = "{\"_id\": \"q\", \"text\": \"topic 5\"}\n";
+    beir_set(root.path(), "forty", &corpus, queries, "q\td5\t1\n");
+    let eval = |out: &Path, extra: &[&str]| {
+        let mut command = lsr();
+        command
+            .args([
+                "eval",
+                "--checkpoint",
+                &fixture("bert"),
+                "--dataset",
+                "beir/forty",
+            ])
+            .args(["--data-root", root.path().to_str().unwrap()])
+            .args(["--output", out.to_str().unwrap(), "--shard-documents", "8"])
+            .args(extra);
+        succeeded(&mut command)
+    };
+    let (whole, damaged) = (root.path().join("whole"), root.path().join("damaged"));
+    eval(&whole, &[]);
+    eval(&damaged, &["--shard", "0/2"]);
+    let shards = damaged.join("beir_forty/corpus.shards");
+    Damage::CutShort
+        .apply(&shards.join("000000.vectors"))
+        .unwrap();
+    Damage::Flipped
+        .apply(&shards.join("000002.vectors"))
+        .unwrap();
+
+    let stderr = String::from_utf8(eval(&damaged, &[]).stderr).unwrap();
+    assert!(
+        stderr.contains(
+            "2 complete shards are damaged since they were written and are encoded again"
+        ) && stderr.contains("shard 0: its contents do not match the SHA-256")
+            && stderr.contains("shard 2: its contents do not match the SHA-256"),
+        "{stderr}"
+    );
+    for file in [
+        "corpus.vectors",
+        "queries.vectors",
+        "run.trec",
+        "per_query.json",
+    ] {
+        let read = |dir: &Path| std::fs::read(dir.join("beir_forty").join(file)).unwrap();
+        assert!(read(&whole) == read(&damaged), "{file} differs");
+    }
 }

@@ -1,12 +1,14 @@
 //! The corpus in shards: a pass that lost its last shards (a kill) or was split into parts ends
 //! with the vectors, run and measures of one uninterrupted pass, reading back the complete
-//! shards it found; shards encoded under other settings are encoded again.
+//! shards it found; shards encoded under other settings, or damaged since they were written,
+//! are encoded again.
 
 use std::path::Path;
 
 use lsr_eval::Measure;
 use lsr_eval::pipeline::{EvalSettings, encode_corpus_part, evaluate_dataset};
 use lsr_eval::shards::{SHARD_DIR, ShardPart};
+use lsr_files::damage::Damage;
 
 use crate::end_to_end::tiny_task;
 
@@ -110,6 +112,43 @@ fn a_pass_resumed_after_its_complete_shards_or_split_in_parts_ends_as_one_pass()
     let key = std::fs::read_to_string(parts.join(SHARD_DIR).join("key.json")).unwrap();
     let key: serde_json::Value = serde_json::from_str(&key).unwrap();
     assert_eq!(key["batch_size"], 1, "{key}");
+}
+
+/// A killed pass resumed with one of its complete shards cut short or with a byte flipped: the
+/// damaged shard is encoded again, the intact one read, and the outputs are those of an
+/// undisturbed pass.
+#[test]
+fn a_damaged_shard_is_encoded_again_and_the_pass_ends_as_an_undisturbed_one() {
+    let (root, dataset, encoder) = tiny_task();
+    let whole = root.path().join("whole");
+    evaluate_dataset(&encoder, &dataset, &settings(), &whole).unwrap();
+    for damage in Damage::ALL {
+        let kind = damage.to_string();
+        let resumed = root.path().join(&kind);
+        let shards = resumed.join(SHARD_DIR);
+        std::fs::create_dir_all(&shards).unwrap();
+        for file in ["key.json", "000000.vectors", "000001.vectors"] {
+            std::fs::copy(whole.join(SHARD_DIR).join(file), shards.join(file)).unwrap();
+        }
+        damage.apply(&shards.join("000001.vectors")).unwrap();
+        let modified = |file: &str| {
+            let metadata = std::fs::metadata(shards.join(file)).unwrap();
+            metadata.modified().unwrap()
+        };
+        let intact = modified("000000.vectors");
+        evaluate_dataset(&encoder, &dataset, &settings(), &resumed).unwrap();
+        same_outputs(&whole, &resumed);
+        assert_eq!(
+            modified("000000.vectors"),
+            intact,
+            "{kind}: an intact shard is read"
+        );
+        let shard = |dir: &Path| std::fs::read(dir.join(SHARD_DIR).join("000001.vectors"));
+        assert!(
+            shard(&whole).unwrap() == shard(&resumed).unwrap(),
+            "{kind}: the damaged shard is not encoded again"
+        );
+    }
 }
 
 #[test]

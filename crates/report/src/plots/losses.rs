@@ -9,9 +9,14 @@ use plotters::coord::Shift;
 use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 
-use super::{FAMILY, Figure, colour, panel_grid, write};
+use super::{FAMILY, Figure, colour, log_minor_lines, panel_grid, write};
 use crate::error::Result;
 use crate::results::{CellResult, LossLog, MatrixResults};
+
+/// Labels on the log loss axis: under ten, so that plotters labels only its powers of ten (at
+/// ten or more, an axis under two decades wide gets a label at each of 1…9 × 10^k, crowded at
+/// the top of the decade).
+const Y_LABELS: usize = 9;
 
 type Chart<'a, DB> = ChartContext<'a, DB, Cartesian2d<RangedCoordf64, LogCoord<f64>>>;
 
@@ -91,6 +96,8 @@ fn draw_panel<DB: DrawingBackend>(
         .map_err(|e| e.to_string())?;
     chart
         .configure_mesh()
+        .y_labels(Y_LABELS)
+        .y_max_light_lines(log_minor_lines(Y_LABELS))
         .x_label_formatter(&|x| format!("{x:.0}"))
         .x_desc("step")
         .y_desc("loss")
@@ -113,7 +120,10 @@ fn draw_panel<DB: DrawingBackend>(
         .map_err(|e| e.to_string())
 }
 
-/// The y range of the panel: its positive losses with a margin, or 0.01–10 if there are none.
+/// The y range of the panel: its positive losses with a margin, from just under the power of
+/// ten below them (so that the axis has labels: plotters labels a log axis from the first power
+/// of ten in it up, and one that holds none has no label; starting at the power itself, rounding
+/// can put that first one a decade higher), or 0.01–10 if there are none.
 fn loss_range(cells: &[&CellResult]) -> (f64, f64) {
     let (low, high) = cells
         .iter()
@@ -124,7 +134,7 @@ fn loss_range(cells: &[&CellResult]) -> (f64, f64) {
             (lo.min(v), hi.max(v))
         });
     if low.is_finite() {
-        (low * 0.8, high * 1.25)
+        (0.9 * 10f64.powf(low.log10().floor()), high * 1.25)
     } else {
         (0.01, 10.0)
     }

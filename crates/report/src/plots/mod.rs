@@ -46,6 +46,15 @@ fn colour(i: usize) -> RGBColor {
     COLOURS[i % COLOURS.len()]
 }
 
+/// The most minor grid lines per label a log axis with `labels` labels may ask plotters for.
+/// Plotters spaces a log axis's minor lines evenly within each decade, as many as the labels
+/// times this limit allow: a hundred or more on an axis under two decades wide make lines at
+/// every tenth (1.1, 1.2, … 9.9), which crowd into a grey band at the top of the decade; under a
+/// hundred, it draws them at 2, 3, … 9 of each decade, as log paper has them.
+fn log_minor_lines(labels: usize) -> usize {
+    99 / labels.max(1)
+}
+
 /// A figure: drawn the same way on the PNG and the SVG backend.
 trait Figure {
     /// The file name without its extension.

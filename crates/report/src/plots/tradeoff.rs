@@ -9,10 +9,13 @@ use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 
 use super::legend::{Legend, draw_legend, marker};
-use super::{FAMILY, Figure, colour, write};
+use super::{FAMILY, Figure, colour, log_minor_lines, write};
 use crate::error::Result;
 use crate::results::MatrixResults;
 use lsr_data::registry::table_measure;
+
+/// Labels on the log FLOPs axis.
+const X_LABELS: usize = 12;
 
 type Chart<'a, DB> = ChartContext<'a, DB, Cartesian2d<LogCoord<f64>, RangedCoordf64>>;
 
@@ -112,7 +115,8 @@ fn draw_axes<'a, DB: DrawingBackend>(
         .map_err(|e| e.to_string())?;
     chart
         .configure_mesh()
-        .x_labels(12)
+        .x_labels(X_LABELS)
+        .x_max_light_lines(log_minor_lines(X_LABELS))
         .x_label_formatter(&|x| tick(*x))
         .x_desc("FLOPs (expected multiplications per query–document pair, log scale)")
         .y_desc(format!("mean {}", table_measure(set)))

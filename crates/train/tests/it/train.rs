@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use crate::one_run_at_a_time;
 use lsr_compute::Precision;
 use lsr_backbone::reference::fixtures_dir;
+use lsr_files::damage::Damage;
 use lsr_files::{RunStatus, StatusFile, TrainCsv, tensorboard};
 use lsr_train::{
     Batching, DataConfig, Distillation, ModelSpec, Outcome, Recipe, TrainConfig, ValidationConfig,
@@ -284,6 +285,61 @@ fn resumes_exactly(precision: Precision, distil: bool) {
     );
     assert_eq!(resumed_run.starts, [11]);
     assert_eq!(resumed_run.texts["settings"], whole_run.texts["settings"]);
+}
+
+/// The state a kill at step 13 leaves (as in `resumes_exactly`), with the newest checkpoint,
+/// step 10, damaged in one of its records (cut short, or a byte flipped): the resume passes over
+/// it (removing it) for step 5 and ends with the uninterrupted run's weights and log.
+#[test]
+fn a_damaged_checkpoint_costs_its_steps_and_the_resume_ends_as_an_uninterrupted_run() {
+    let _lock = one_run_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let whole = dir.path().join("whole");
+    let reference = finished_model(train(&config(&whole, "bert", 17), false).unwrap());
+    for (record, damage) in [
+        ("model.bpk", Damage::CutShort),
+        ("optimizer.bpk", Damage::Flipped),
+        ("state.json", Damage::Flipped),
+    ] {
+        let what = format!("{record} {damage}");
+        let killed = dir.path().join(&what);
+        for step in ["step-00000005", "step-00000010"] {
+            let checkpoints = killed.join("checkpoints");
+            copy_dir(
+                &whole.join("checkpoints").join(step),
+                &checkpoints.join(step),
+            );
+        }
+        let log = std::fs::read_to_string(whole.join("train.csv")).unwrap();
+        let lines: Vec<&str> = log.lines().take(14).collect();
+        std::fs::write(killed.join("train.csv"), lines.join("\n")).unwrap();
+        let status = std::fs::read_to_string(whole.join("status.json")).unwrap();
+        let status = status.replace("finished", "running");
+        std::fs::write(killed.join("status.json"), status).unwrap();
+        let damaged = killed.join("checkpoints/step-00000010");
+        damage.apply(&damaged.join(record)).unwrap();
+
+        let flex = burn::prelude::Device::flex();
+        let refused = lsr_train::checkpoint::export(&damaged, &dir.path().join("x"), &flex);
+        let refused = refused.unwrap_err().to_string();
+        assert!(
+            refused.contains("damaged since it was written") && refused.contains(record),
+            "{refused}"
+        );
+        let resumed = finished_model(train(&config(&killed, "bert", 17), true).unwrap());
+        assert!(read(&reference) == read(&resumed), "{what}: weights differ");
+        // Written again when step 10 was trained again (records are not compared: their bytes
+        // hold ids burn draws per load).
+        assert_eq!(
+            lsr_files::digest::check(&damaged).unwrap(),
+            lsr_files::digest::Checked::Intact,
+            "{what}: step 10 is not checkpointed again"
+        );
+        let steps = column(&killed.join("train.csv"), "step");
+        assert_eq!(steps, (1..=17).map(f64::from).collect::<Vec<_>>(), "{what}");
+        let losses = column(&killed.join("train.csv"), "loss");
+        assert_eq!(column(&whole.join("train.csv"), "loss"), losses, "{what}");
+    }
 }
 
 fn read(model_dir: &Path) -> Vec<u8> {
