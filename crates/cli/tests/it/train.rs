@@ -232,6 +232,7 @@ fn a_damaged_checkpoint_is_passed_over_saying_so_and_the_run_ends_with_the_same_
     train_whole(&whole, STEPS, 5);
 
     let killed = dir.path().join("killed");
+    std::fs::create_dir_all(&killed).unwrap();
     let cell = write_cell(&killed, STEPS, 5);
     let copied = std::process::Command::new("cp")
         .arg("-r")
