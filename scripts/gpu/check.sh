@@ -169,15 +169,43 @@ record() {
         "$1" "$2" "${4:-null}" "${5:-null}" "$3" "${6:-null}" >> "$results"
 }
 
+# record_each_shape NAME STATUS META [WALL MEM]: a products bench that printed nothing, on the
+# lines a run has: one per shape, named as a run's are.
+record_each_shape() {
+    local arg
+    for arg in "${products[@]}"; do
+        [[ $arg == --shape ]] ||
+            record "$1-${arg%%=*}" "$2" "${3%\}},\"shape\":\"${arg%%=*}\"}" "${4:-}" "${5:-}"
+    done
+}
+
+# record_not_run NAME STATUS META: a step that did not run, on the lines it would have had.
+record_not_run() {
+    if [[ $3 == *'"kind":"matmul"'* ]]; then
+        record_each_shape "$@"
+    else
+        record "$1" "$2" "$3"
+    fi
+}
+
 # The stand-in for a command in a plan run: a parity step of the mode --fail-parity names
-# fails, everything else succeeds with an empty result.
+# fails, everything else succeeds with an empty result; a products bench prints a line per
+# shape as its tool writes JSON (serde_json compact, PyTorch's json.dumps with ": ").
 stand_in() {
-    local name=$1
+    local name=$1 arg separator=":"
     if [[ -n $fail_parity && $name == *"-$fail_parity-parity-"* ]]; then
         echo '{"pass":false}'
         return 1
     fi
-    [[ $name == *-parity-* ]] && echo '{"pass":true}' || echo '{}'
+    case $name in
+        *-parity-*) echo '{"pass":true}' ;;
+        *-matmul-*)
+            [[ $name == torch-* ]] && separator=": "
+            for arg in "${products[@]}"; do
+                [[ $arg == --shape ]] || echo "{\"shape\"$separator\"${arg%%=*}\"}"
+            done ;;
+        *) echo '{}' ;;
+    esac
 }
 
 # step NAME LIMIT_SECONDS META COMMAND...: runs COMMAND unless its products' mode was dropped or
@@ -189,13 +217,13 @@ step() {
     mode=$(sed -n 's/.*"device":"\([a-z]*\)".*"matmul":"\([a-z]*\)".*/\1:\2/p' <<< "$meta")
     if [[ -n $mode && $dropped == *" $mode "* ]]; then
         echo "== $name: dropped (${mode#*:}'s parity on ${mode%:*} was not ok)"
-        record "$name" dropped "$meta"
+        record_not_run "$name" dropped "$meta"
         return
     fi
     local left=$((deadline - $(now)))
     if (( left < 10 )); then
         echo "== $name: skipped (budget spent)"
-        record "$name" skipped "$meta"
+        record_not_run "$name" skipped "$meta"
         return
     fi
     (( limit > left )) && limit=$left
@@ -221,13 +249,17 @@ step() {
     (( rc == 124 || rc == 137 )) && status=timeout
     (( rc != 0 && rc != 124 && rc != 137 )) && status="exit $rc"
     local lines; lines=$(grep -c '^{' "$work/stdout")
-    if (( lines <= 1 )); then
+    if [[ $meta == *'"kind":"matmul"'* ]] && (( lines == 0 )); then
+        record_each_shape "$name" "$status" "$meta" "$wall" "$mem"
+        return
+    fi
+    if [[ $meta != *'"kind":"matmul"'* ]]; then
         record "$name" "$status" "$meta" "$wall" "$mem" "$(json_or_null "$(grep '^{' "$work/stdout" | tail -n 1)")"
         return
     fi
     local line shape
     while IFS= read -r line; do
-        shape=$(sed -n 's/.*"shape":"\([^"]*\)".*/\1/p' <<< "$line")
+        shape=$(sed -n 's/.*"shape": *"\([^"]*\)".*/\1/p' <<< "$line")
         record "$name-$shape" "$status" "${meta%\}},\"shape\":\"$shape\"}" "$wall" "$mem" "$(json_or_null "$line")"
     done < <(grep '^{' "$work/stdout")
 }
