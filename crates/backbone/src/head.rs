@@ -10,10 +10,10 @@ use burn::tensor::DType;
 
 use crate::error::{BackboneError, Result};
 use crate::layers::Activation;
+use crate::weights::{Init, Weights};
 use lsr_compute::norm::LayerNorm;
 use lsr_compute::norm::add_rows;
 use lsr_compute::precision::{linear, matmul_transposed};
-use crate::weights::{Init, Weights};
 
 /// The HF names of one family's head tensors, from the checkpoint root.
 pub struct HeadNames {

@@ -12,9 +12,9 @@ use crate::error::{BackboneError, Result};
 use crate::family::{Encoder, EncoderModel, ModelConfig};
 use crate::head::MlmHead;
 use crate::hf_names::TensorNames;
-use lsr_compute::precision::Precision;
 use crate::tokenizer::TextTokenizer;
 use crate::weights::Weights;
+use lsr_compute::precision::Precision;
 
 /// How `rescale_mlm_head` treats a decoder tied to the word embeddings.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

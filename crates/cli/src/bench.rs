@@ -368,7 +368,10 @@ impl Harness {
 
     /// cuBLASLt's share of the last timed runs, where products went there.
     fn cublas(&self) -> Option<CublasReport> {
-        let totals = self.products.get().filter(|t| t.products + t.fallbacks > 0)?;
+        let totals = self
+            .products
+            .get()
+            .filter(|t| t.products + t.fallbacks > 0)?;
         Some(CublasReport {
             library: cublaslt_library(),
             iterations: self.iterations,
@@ -734,7 +737,11 @@ fn matmul(args: MatmulBench) -> Result<()> {
                 report.k,
                 report.k,
                 report.n,
-                if report.transposed_rhs { " (rhs transposed)" } else { "" },
+                if report.transposed_rhs {
+                    " (rhs transposed)"
+                } else {
+                    ""
+                },
                 report.precision,
                 report.device,
                 report.matmul.name(),

@@ -89,7 +89,10 @@ mod tests {
     #[test]
     fn product_shapes_name_their_sizes_and_whether_the_right_operand_is_transposed() {
         let head = super::product_shape("head=32768x768x30522t").unwrap();
-        assert_eq!((head.name.as_str(), head.m, head.k, head.n), ("head", 32768, 768, 30522));
+        assert_eq!(
+            (head.name.as_str(), head.m, head.k, head.n),
+            ("head", 32768, 768, 30522)
+        );
         assert!(head.transposed_rhs);
         assert!(!super::product_shape("ffn=8x4x2").unwrap().transposed_rhs);
         for bad in ["8x4x2", "=8x4x2", "a=8x4", "a=8x0x2", "a=8x4x2tt", "a=8xx2"] {

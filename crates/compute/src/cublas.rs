@@ -48,7 +48,13 @@ pub fn takes(mode: MatmulMode, device: &Device) -> Result<bool, String> {
         (_, true) => Ok(true),
         (MatmulMode::Auto, false) => {
             static SAID: std::sync::Once = std::sync::Once::new();
-            SAID.call_once(|| tracing::info!("{}=auto: {}; products use cube", MatmulMode::VARIABLE, where_looked()));
+            SAID.call_once(|| {
+                tracing::info!(
+                    "{}=auto: {}; products use cube",
+                    MatmulMode::VARIABLE,
+                    where_looked()
+                )
+            });
             Ok(false)
         }
         (_, false) => Err(format!(
@@ -406,8 +412,17 @@ impl std::fmt::Display for Gemm {
         write!(
             f,
             "{} × [{}, {}]{}·[{}, {}]{} {:?} (M×N×K {}x{}x{})",
-            self.batch, self.m, self.k, op(self.a), self.k, self.n, op(self.b), self.dtype,
-            self.m, self.n, self.k
+            self.batch,
+            self.m,
+            self.k,
+            op(self.a),
+            self.k,
+            self.n,
+            op(self.b),
+            self.dtype,
+            self.m,
+            self.n,
+            self.k
         )
     }
 }
@@ -485,9 +500,11 @@ fn product(
     let (rhs, b) = operand(rhs, trans_rhs);
     let (Some(a), Some(b)) = (a, b) else {
         let shape = format!("{batch} × [{m}, {k}]·[{k}, {n}] {dtype:?}");
-        return fall_back(&shape, "an operand's strides map onto no cuBLASLt layout", || {
-            burn_matmul(lhs, rhs, trans_lhs, trans_rhs)
-        });
+        return fall_back(
+            &shape,
+            "an operand's strides map onto no cuBLASLt layout",
+            || burn_matmul(lhs, rhs, trans_lhs, trans_rhs),
+        );
     };
     let mut shape = ls;
     shape[d - 2] = m;
@@ -516,7 +533,9 @@ fn product(
             burn_matmul(lhs, rhs, trans_lhs, trans_rhs)
         }),
         Err(LtError::Before(error)) => {
-            panic!("the device failed before the cuBLASLt product {gemm} (an earlier kernel's fault): {error}")
+            panic!(
+                "the device failed before the cuBLASLt product {gemm} (an earlier kernel's fault): {error}"
+            )
         }
         Err(LtError::After(error)) => panic!(
             "the device failed after the cuBLASLt product {gemm} was enqueued (its fault or an \
@@ -657,7 +676,9 @@ fn totals() -> std::sync::MutexGuard<'static, LtTotals> {
         host_sync_seconds: 0.0,
         device_seconds: None,
     });
-    TOTALS.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    TOTALS
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// The totals since the last call, which starts them again.
@@ -770,7 +791,12 @@ struct Refusals {
 impl Refusals {
     fn parse(value: Option<&str>) -> Result<Self, String> {
         let mut refusals = Self::default();
-        for item in value.unwrap_or("").split(',').map(str::trim).filter(|i| !i.is_empty()) {
+        for item in value
+            .unwrap_or("")
+            .split(',')
+            .map(str::trim)
+            .filter(|i| !i.is_empty())
+        {
             if item == "all" {
                 refusals.all = true;
                 continue;
@@ -1063,14 +1089,24 @@ mod tests {
         let refuse_none = Refusals::default();
         let mut plans = Plans::<u32>::new();
         let key = |g| (g, [256, 256, 256]);
-        let not_supported = || Err(CublasError(sys::cublasStatus_t::CUBLAS_STATUS_NOT_SUPPORTED));
+        let not_supported = || {
+            Err(CublasError(
+                sys::cublasStatus_t::CUBLAS_STATUS_NOT_SUPPORTED,
+            ))
+        };
         let refusal = plans.get(key(gemm(8, 4, 2)), &refuse_none, not_supported);
         assert!(refusal.unwrap_err().contains("NOT_SUPPORTED"));
         // Asked again: the refusal is remembered, the heuristic is not run a second time.
         let again = plans.get(key(gemm(8, 4, 2)), &refuse_none, || unreachable!());
         assert!(again.unwrap_err().contains("NOT_SUPPORTED"));
-        assert_eq!(plans.get(key(gemm(8, 4, 3)), &refuse_none, || Ok(7)), Ok(&7));
-        assert_eq!(plans.get(key(gemm(8, 4, 3)), &refuse_none, || unreachable!()), Ok(&7));
+        assert_eq!(
+            plans.get(key(gemm(8, 4, 3)), &refuse_none, || Ok(7)),
+            Ok(&7)
+        );
+        assert_eq!(
+            plans.get(key(gemm(8, 4, 3)), &refuse_none, || unreachable!()),
+            Ok(&7)
+        );
 
         let refuse = Refusals::parse(Some("8x4x9, 16x16x16")).unwrap();
         let refused = plans.get(key(gemm(8, 4, 9)), &refuse, || unreachable!());
@@ -1078,13 +1114,19 @@ mod tests {
         assert!(Refusals::parse(Some("all")).unwrap().names(&gemm(1, 2, 3)));
         assert!(!Refusals::parse(None).unwrap().names(&gemm(1, 2, 3)));
         let error = Refusals::parse(Some("8x4")).unwrap_err();
-        assert!(error.contains(REFUSE_VARIABLE) && error.contains("`8x4`"), "{error}");
+        assert!(
+            error.contains(REFUSE_VARIABLE) && error.contains("`8x4`"),
+            "{error}"
+        );
     }
 
     #[test]
     fn a_product_names_its_shape_in_warnings_and_panics() {
         let text = gemm(32768, 30522, 768).to_string();
-        assert_eq!(text, "1 × [32768, 768]·[768, 30522] Bf16 (M×N×K 32768x30522x768)");
+        assert_eq!(
+            text,
+            "1 × [32768, 768]·[768, 30522] Bf16 (M×N×K 32768x30522x768)"
+        );
     }
 
     #[test]

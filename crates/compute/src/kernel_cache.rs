@@ -51,7 +51,10 @@ impl KernelCache {
 impl std::fmt::Display for KernelCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Self::Off => write!(f, "off ({VARIABLE}=off): tuned and compiled in each process"),
+            Self::Off => write!(
+                f,
+                "off ({VARIABLE}=off): tuned and compiled in each process"
+            ),
             Self::Directory(dir) => write!(f, "{}", dir.display()),
         }
     }
@@ -106,7 +109,10 @@ fn hand_to_cubecl(_: &KernelCache) {}
 fn describe(cache: &KernelCache, root: &Path) -> String {
     match cache {
         KernelCache::Directory(dir) if dir != root => {
-            format!("{} (a cubecl.toml places it; {VARIABLE} is not used)", root.display())
+            format!(
+                "{} (a cubecl.toml places it; {VARIABLE} is not used)",
+                root.display()
+            )
         }
         _ => cache.to_string(),
     }
@@ -124,13 +130,22 @@ mod tests {
     #[test]
     fn the_cache_is_the_variables_directory_else_the_users_cache_else_a_temporary_one() {
         let dir = |p: &str| KernelCache::Directory(PathBuf::from(p));
-        assert_eq!(resolve(Some("/scratch/k"), Some("/x"), Some("/h")), dir("/scratch/k"));
+        assert_eq!(
+            resolve(Some("/scratch/k"), Some("/x"), Some("/h")),
+            dir("/scratch/k")
+        );
         assert_eq!(resolve(None, Some("/x"), Some("/h")), dir("/x/lsr/kernels"));
-        assert_eq!(resolve(None, None, Some("/h")), dir("/h/.cache/lsr/kernels"));
+        assert_eq!(
+            resolve(None, None, Some("/h")),
+            dir("/h/.cache/lsr/kernels")
+        );
         assert_eq!(
             resolve(None, None, None),
             KernelCache::Directory(std::env::temp_dir().join("lsr/kernels"))
         );
-        assert_eq!(resolve(Some("off"), Some("/x"), Some("/h")), KernelCache::Off);
+        assert_eq!(
+            resolve(Some("off"), Some("/x"), Some("/h")),
+            KernelCache::Off
+        );
     }
 }

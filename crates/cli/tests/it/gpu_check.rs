@@ -20,7 +20,11 @@ fn plan(args: &[&str], step_seconds: u32) -> Vec<(String, String)> {
         .env("PLAN_STEP_SECONDS", step_seconds.to_string())
         .output()
         .unwrap();
-    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
     let results = std::fs::read_to_string(out.path().join("results.jsonl")).unwrap();
     results
         .lines()
@@ -62,8 +66,17 @@ fn a_mode_whose_parity_fails_is_dropped_from_every_later_step() {
 #[test]
 fn targets_run_before_diagnosis_and_the_budget_reports_what_it_leaves_out() {
     let unbounded = plan(&["--budget", "100000"], 20);
-    assert!(unbounded.iter().all(|(_, status)| status == "ok"), "{unbounded:?}");
-    let order = ["-parity-", "-train-recipe-", "-encode-", "-matmul-", "lsr-profile-train"];
+    assert!(
+        unbounded.iter().all(|(_, status)| status == "ok"),
+        "{unbounded:?}"
+    );
+    let order = [
+        "-parity-",
+        "-train-recipe-",
+        "-encode-",
+        "-matmul-",
+        "lsr-profile-train",
+    ];
     for pair in order.windows(2) {
         assert!(
             first(&unbounded, pair[0]) < first(&unbounded, pair[1]),
@@ -75,17 +88,23 @@ fn targets_run_before_diagnosis_and_the_budget_reports_what_it_leaves_out() {
     // Every step the plan has, again when each takes 20 s of a 400 s budget: those it reaches
     // run, in the same order, and the rest are on their lines as skipped.
     let bounded = plan(&["--budget", "400"], 20);
-    let names = |steps: &[(String, String)]| steps.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>();
+    let names =
+        |steps: &[(String, String)]| steps.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>();
     assert_eq!(names(&bounded), names(&unbounded));
     // A products bench is one step with a record per shape: counted once, by its first shape.
     let ran = bounded
         .iter()
-        .filter(|(name, status)| status == "ok" && (!name.contains("-matmul-") || name.ends_with("-head")))
+        .filter(|(name, status)| {
+            status == "ok" && (!name.contains("-matmul-") || name.ends_with("-head"))
+        })
         .count();
     assert!(ran * 20 <= 400, "{ran} steps of 20 s ran in 400 s");
     let skipped = bounded.iter().skip_while(|(_, status)| status == "ok");
     assert!(skipped.clone().count() > 0);
-    assert!(skipped.clone().all(|(_, status)| status == "skipped"), "{bounded:?}");
+    assert!(
+        skipped.clone().all(|(_, status)| status == "skipped"),
+        "{bounded:?}"
+    );
 }
 
 /// A GPU build keeps autotune's choices and its compiled kernels where `LSR_KERNEL_CACHE` says,
@@ -105,8 +124,19 @@ fn a_gpu_backend_keeps_its_kernels_where_lsr_kernel_cache_says() {
         crate::common::succeeded(
             crate::common::lsr()
                 .env("LSR_KERNEL_CACHE", setting)
-                .args(["bench", "reduce", "--device", &spec, "--rows", "64", "--width", "8"])
-                .args(["--batch", "2", "--seq-len", "4", "--terms", "16", "--warmup", "0"])
+                .args([
+                    "bench", "reduce", "--device", &spec, "--rows", "64", "--width", "8",
+                ])
+                .args([
+                    "--batch",
+                    "2",
+                    "--seq-len",
+                    "4",
+                    "--terms",
+                    "16",
+                    "--warmup",
+                    "0",
+                ])
                 .args(["--iterations", "1"]),
         )
     };
@@ -118,7 +148,9 @@ fn a_gpu_backend_keeps_its_kernels_where_lsr_kernel_cache_says() {
         .map(|entry| entry.unwrap().file_name())
         .collect();
     assert!(
-        files.iter().any(|name| name.to_string_lossy().ends_with(".db")),
+        files
+            .iter()
+            .any(|name| name.to_string_lossy().ends_with(".db")),
         "{files:?}"
     );
     let off = bench("off");
@@ -130,7 +162,10 @@ fn a_gpu_backend_keeps_its_kernels_where_lsr_kernel_cache_says() {
 /// set beside PyTorch's in the summary; a bench the budget does not reach has the same lines.
 #[test]
 fn each_product_is_recorded_under_its_shape_for_lsr_and_pytorch_alike() {
-    for steps in [plan(&["--budget", "100000"], 1), plan(&["--budget", "100"], 20)] {
+    for steps in [
+        plan(&["--budget", "100000"], 1),
+        plan(&["--budget", "100"], 20),
+    ] {
         for shape in ["head", "ffn-in", "ffn-in-plain"] {
             for tool in ["lsr-", "torch-"] {
                 let named = steps

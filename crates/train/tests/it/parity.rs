@@ -5,8 +5,8 @@
 //! own bf16 autocast step comes (within twice).
 
 use burn::prelude::*;
-use lsr_compute::Precision;
 use lsr_backbone::reference::fixtures_dir;
+use lsr_compute::Precision;
 use lsr_train::reference::{bf16_step_bounds, step_deviation};
 
 fn check(family: &str, variant: Option<&str>) {

@@ -4,8 +4,8 @@
 use std::path::{Path, PathBuf};
 
 use crate::one_run_at_a_time;
-use lsr_compute::Precision;
 use lsr_backbone::reference::fixtures_dir;
+use lsr_compute::Precision;
 use lsr_files::damage::Damage;
 use lsr_files::{RunStatus, StatusFile, TrainCsv, tensorboard};
 use lsr_train::{
