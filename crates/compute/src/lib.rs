@@ -2,7 +2,8 @@
 //! the arithmetic a model runs in (`precision.rs`: f32 or bf16-mixed, and the one entry point
 //! every product of a model goes through), how products are computed (`LSR_MATMUL`,
 //! `matmul_mode.rs`; cuBLASLt on CUDA, `cublas.rs`), parameter vectors broadcast over rows with
-//! gradients that reduce in two short passes (`norm.rs`), and where the GPU backends keep their
+//! gradients that reduce in two short passes (`norm/`), what a pass launches and keeps on a GPU
+//! (`launches.rs`), and where the GPU backends keep their
 //! tuning and compiled kernels between processes (`kernel_cache.rs`). It knows no model: the
 //! backbones call it, and it never names a layer or a checkpoint.
 
@@ -10,6 +11,7 @@
 pub mod cublas;
 pub mod device;
 pub mod kernel_cache;
+pub mod launches;
 pub mod matmul_mode;
 pub mod norm;
 pub mod precision;
