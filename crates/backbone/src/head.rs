@@ -11,6 +11,7 @@ use burn::tensor::DType;
 use crate::error::{BackboneError, Result};
 use crate::layers::Activation;
 use crate::weights::{Init, Weights};
+use lsr_compute::launches::{Region, mark};
 use lsr_compute::norm::LayerNorm;
 use lsr_compute::norm::add_rows;
 use lsr_compute::precision::{linear, matmul_transposed};
@@ -181,6 +182,7 @@ impl MlmHead {
 
     /// The transform of `[B, L, H]` hidden states as `[B·L, dim]` rows in `dtype`.
     fn flat_transform(&self, hidden: Tensor<3>, dtype: DType) -> Tensor<2> {
+        let hidden = mark(hidden, Region::Head);
         let [batch, len, _] = hidden.dims();
         let transformed = self.transform(hidden, dtype);
         let dim = transformed.dims()[2];

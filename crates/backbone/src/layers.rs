@@ -9,6 +9,7 @@ use burn::tensor::{DType, Distribution, activation};
 
 use crate::error::{BackboneError, Result};
 use crate::weights::Weights;
+use lsr_compute::launches::{Region, mark};
 use lsr_compute::norm::LayerNorm;
 use lsr_compute::precision::{linear, matmul, residual};
 
@@ -73,17 +74,26 @@ impl Dropout {
     }
 }
 
-/// `[B, L, H]` → `[B, heads, L, H / heads]`.
-pub fn split_heads(x: Tensor<3>, heads: usize) -> Tensor<4> {
+/// `f` over the tokens of `[B, L, H]` hidden states as `[B·L, H]` rows, with B. The layers
+/// compute on rows: burn's fusion cannot merge element-wise work across a reshape that lowers a
+/// tensor's rank, so reshaping around every product and norm split each layer into many more
+/// kernels; the rows are reshaped only where attention needs its heads.
+pub fn over_tokens(x: Tensor<3>, f: impl FnOnce(Tensor<2>, usize) -> Tensor<2>) -> Tensor<3> {
     let [batch, len, hidden] = x.dims();
-    x.reshape([batch, len, heads, hidden / heads])
+    f(x.reshape([batch * len, hidden]), batch).reshape([batch, len, hidden])
+}
+
+/// `[B·L, H]` rows → `[B, heads, L, H / heads]`.
+pub fn split_heads(x: Tensor<2>, batch: usize, heads: usize) -> Tensor<4> {
+    let [rows, hidden] = x.dims();
+    x.reshape([batch, rows / batch, heads, hidden / heads])
         .swap_dims(1, 2)
 }
 
-/// `[B, heads, L, d]` → `[B, L, heads · d]`.
-pub fn merge_heads(x: Tensor<4>) -> Tensor<3> {
+/// `[B, heads, L, d]` → `[B·L, heads · d]` rows.
+pub fn merge_heads(x: Tensor<4>) -> Tensor<2> {
     let [batch, heads, len, dim] = x.dims();
-    x.swap_dims(1, 2).reshape([batch, len, heads * dim])
+    x.swap_dims(1, 2).reshape([batch * len, heads * dim])
 }
 
 /// `dropout(softmax(q·kᵀ/√d + bias))·v` over `[B, heads, L, d]` tensors, the products in `q`'s
@@ -201,13 +211,15 @@ pub struct RotaryAttention<'a> {
 }
 
 impl RotaryAttention<'_> {
-    /// `out(attention(rope(q), rope(k), v))` of `x`, `bias` added to the scores.
-    pub fn forward(&self, x: Tensor<3>, rope: &Rope, bias: Tensor<4>) -> Tensor<3> {
+    /// `out(attention(rope(q), rope(k), v))` of the `[B·L, H]` rows `x` of B texts, `bias`
+    /// added to the scores.
+    pub fn forward(&self, x: Tensor<2>, batch: usize, rope: &Rope, bias: Tensor<4>) -> Tensor<2> {
         let qkv = linear(self.qkv, x, self.dtype);
-        let hidden = qkv.dims()[2] / 3;
+        let hidden = qkv.dims()[1] / 3;
         let part = |i: usize| {
             split_heads(
-                qkv.clone().slice_dim(2, i * hidden..(i + 1) * hidden),
+                qkv.clone().slice_dim(1, i * hidden..(i + 1) * hidden),
+                batch,
                 self.heads,
             )
         };
@@ -231,21 +243,21 @@ pub enum ActivatedHalf {
     Second,
 }
 
-/// A gated MLP (GTE, ModernBERT): `down(dropout(act(one half) · other half))` of `up(x)`,
-/// products in `dtype`.
+/// A gated MLP (GTE, ModernBERT): `down(dropout(act(one half) · other half))` of `up(x)`, on
+/// `[tokens, H]` rows, products in `dtype`.
 pub fn gated_mlp(
     up: &Linear,
     down: &Linear,
-    x: Tensor<3>,
+    x: Tensor<2>,
     activation: Activation,
     activated: ActivatedHalf,
     inner_dropout: Dropout,
     dtype: DType,
-) -> Tensor<3> {
+) -> Tensor<2> {
     let projected = linear(up, x, dtype);
-    let inner = projected.dims()[2] / 2;
-    let first = projected.clone().slice_dim(2, 0..inner);
-    let second = projected.slice_dim(2, inner..2 * inner);
+    let inner = projected.dims()[1] / 2;
+    let first = projected.clone().slice_dim(1, 0..inner);
+    let second = projected.slice_dim(1, inner..2 * inner);
     let gated = match activated {
         ActivatedHalf::First => activation.forward(first) * second,
         ActivatedHalf::Second => activation.forward(second) * first,
@@ -271,9 +283,11 @@ pub fn run_post_ln<'a>(
     dtype: DType,
 ) -> Tensor<3> {
     let bias = padding_bias(mask);
-    layers
-        .into_iter()
-        .fold(x, |x, layer| layer.forward(x, bias.clone(), dtype))
+    over_tokens(x, |rows, batch| {
+        layers.into_iter().fold(rows, |x, layer| {
+            layer.forward(x, batch, bias.clone(), dtype)
+        })
+    })
 }
 
 /// The HF names of one post-LN block's tensors, relative to the layer's prefix.
@@ -350,18 +364,22 @@ impl PostLnBlock {
         })
     }
 
-    /// `x` is the f32 residual stream; products and activations run in `dtype`.
-    pub fn forward(&self, x: Tensor<3>, bias: Tensor<4>, dtype: DType) -> Tensor<3> {
+    /// `x` is the f32 residual stream, the `[B·L, H]` rows of B texts; products and
+    /// activations run in `dtype`.
+    pub fn forward(&self, x: Tensor<2>, batch: usize, bias: Tensor<4>, dtype: DType) -> Tensor<2> {
+        let x = mark(x, Region::Attention);
         let h = x.clone().cast(dtype);
-        let q = split_heads(linear(&self.query, h.clone(), dtype), self.heads);
-        let k = split_heads(linear(&self.key, h.clone(), dtype), self.heads);
-        let v = split_heads(linear(&self.value, h, dtype), self.heads);
+        let heads =
+            |layer: &Linear, h: Tensor<2>| split_heads(linear(layer, h, dtype), batch, self.heads);
+        let (q, k) = (heads(&self.query, h.clone()), heads(&self.key, h.clone()));
+        let v = heads(&self.value, h);
         let drop = self.dropout;
         let context = merge_heads(attend(q, k, v, bias, drop.attention_probs));
         let attended = linear(&self.attention_output, context, dtype);
         let a = self
             .attention_norm
             .forward(residual(x, drop.attention_output.forward(attended)));
+        let a = mark(a, Region::Ffn);
         let inner = self
             .activation
             .forward(linear(&self.intermediate, a.clone(), dtype));

@@ -14,6 +14,7 @@ use crate::head::MlmHead;
 use crate::hf_names::TensorNames;
 use crate::tokenizer::TextTokenizer;
 use crate::weights::Weights;
+use lsr_compute::launches::{self, Label, Region};
 use lsr_compute::precision::Precision;
 
 /// How `rescale_mlm_head` treats a decoder tied to the word embeddings.
@@ -128,6 +129,7 @@ impl MaskedLm {
         max: impl Fn(Tensor<3>) -> Tensor<2>,
     ) -> Tensor<2> {
         let dtype = self.precision.compute();
+        launches::enter(&self.device(), Label::forward(Region::Embedding));
         let hidden = self.encoder.forward(ids, mask, dtype);
         self.head
             .forward_max(hidden, self.tied_embeddings(), dtype, tile, max)

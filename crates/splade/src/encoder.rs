@@ -4,6 +4,7 @@
 use burn::prelude::*;
 use burn::tensor::DType;
 use lsr_backbone::{Backbone, MaskedLm, RescaleMode, Result, TextTokenizer};
+use lsr_compute::launches::{Region, mark};
 
 /// The non-zero terms of one text, sorted by weight descending (ties by term id).
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -64,7 +65,8 @@ pub fn encode_pooled_tiles(
     let pooled = model.forward_max(ids, mask.clone(), tile, |logits| {
         masked_max(logits, mask.clone())
     });
-    activate(pooled)
+    // The head's exit: in a backward pass, the next pass's head follows this one's embeddings.
+    mark(activate(pooled), Region::Head)
 }
 
 /// `max_t` of the logits of the text's tokens (pads pushed to −1e30), in the logits' dtype.

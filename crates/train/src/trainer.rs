@@ -4,6 +4,7 @@ use burn::module::{Module, ModuleVisitor, Param};
 use burn::optim::{AdamWConfig, GradientsAccumulator, GradientsParams, ModuleOptimizer};
 use burn::prelude::*;
 use lsr_backbone::MaskedLm;
+use lsr_compute::launches::{self, Label, Region};
 use lsr_splade::encode_pooled;
 use serde::{Deserialize, Serialize};
 
@@ -77,6 +78,8 @@ impl Trainer {
         let lambda_d = regularizer_weight(r.lambda_d, t, r.lambda_warmup_steps);
         let (mut gradients, sums) = self.gradients(micro_batches, (lambda_q, lambda_d));
         let r = &self.recipe;
+        let device = self.model.device();
+        launches::enter(&device, Label::forward(Region::GradientNorm));
         let grad_norm = global_norm(&self.model, &gradients);
         if let Some(max_norm) = r.max_grad_norm
             && grad_norm > max_norm
@@ -84,6 +87,7 @@ impl Trainer {
             // torch.nn.utils.clip_grad_norm_'s factor.
             scale_gradients(&self.model, &mut gradients, max_norm / (grad_norm + 1e-6));
         }
+        launches::enter(&device, Label::forward(Region::Optimizer));
         self.model = self.optimizer.step(lr, self.model.clone(), gradients);
         self.step = t;
         let [
@@ -145,7 +149,9 @@ impl Trainer {
         let mut sums = [0.0f64; MONITORED];
         for batch in micro_batches {
             let (queries, documents) = self.encode(&self.model, batch);
-            let teacher = batch.teacher_tensor(&queries.device());
+            let device = queries.device();
+            launches::enter(&device, Label::forward(Region::Loss));
+            let teacher = batch.teacher_tensor(&device);
             let terms = splade_loss(
                 queries.clone(),
                 documents.clone(),
@@ -154,6 +160,7 @@ impl Trainer {
                 lambdas,
             );
             let monitored = monitor(&terms, &queries, &documents);
+            backward_starts(&device);
             let gradients = terms.total.div_scalar(count).backward();
             accumulator.accumulate(
                 &self.model,
@@ -184,7 +191,9 @@ impl Trainer {
         let (queries, documents) = layout.join(representations);
         let queries = queries.detach().require_grad();
         let documents = documents.detach().require_grad();
-        let teacher = TrainBatch::joined_teacher(micro_batches, &queries.device());
+        let device = queries.device();
+        launches::enter(&device, Label::forward(Region::Loss));
+        let teacher = TrainBatch::joined_teacher(micro_batches, &device);
         let terms = splade_loss(
             queries.clone(),
             documents.clone(),
@@ -193,6 +202,7 @@ impl Trainer {
             lambdas,
         );
         let monitored = monitor(&terms, &queries, &documents);
+        backward_starts(&device);
         let gradients = terms.total.backward();
         let query_gradient = queries.grad(&gradients).expect("queries require grad");
         let document_gradient = documents.grad(&gradients).expect("documents require grad");
@@ -203,6 +213,7 @@ impl Trainer {
                 layout.rows(index, query_gradient.clone(), document_gradient.clone());
             let surrogate = (queries * query_rows.autodiff()).sum()
                 + (documents * document_rows.autodiff()).sum();
+            backward_starts(&device);
             accumulator.accumulate(
                 &self.model,
                 GradientsParams::from_grads(surrogate.backward(), &self.model),
@@ -303,6 +314,13 @@ pub fn adamw(recipe: &Recipe) -> ModuleOptimizer {
         .init()
 }
 
+/// Where a count of kernel launches (`lsr_compute::launches`) sees the backward pass start,
+/// after the activations it keeps are all in place.
+fn backward_starts(device: &Device) {
+    launches::memory_point(device, "before-backward");
+    launches::enter(device, Label::backward(Region::Loss));
+}
+
 /// How many values a step logs from its loss ([`monitor`]).
 pub const MONITORED: usize = 10;
 
@@ -312,6 +330,7 @@ fn monitor(
     queries: &Tensor<2>,
     documents: &Tensor<2>,
 ) -> [f64; MONITORED] {
+    launches::enter(&queries.device(), Label::forward(Region::Metrics));
     let non_zero = |t: &Tensor<2>| {
         t.clone()
             .detach()
@@ -357,31 +376,40 @@ fn monitor(
 }
 
 /// `sqrt(Σ_p ‖g_p‖²)` over every parameter with a gradient (what `clip_grad_norm_` measures;
-/// burn's own norm clipping is per tensor).
+/// burn's own norm clipping is per tensor). The gradients are flattened and concatenated a
+/// group at a time, and each group squared and summed: on a GPU, fusion writes a group's
+/// concatenation in one kernel and reduces it in one more, where a reduction per parameter
+/// launched two or three kernels each (about 500 for BERT). A group is bounded so that its
+/// copy stays small and its kernel within a device's buffer bindings.
 pub fn global_norm(model: &MaskedLm, gradients: &GradientsParams) -> f64 {
-    struct SquaredNorm<'a> {
+    struct Flattened<'a> {
         gradients: &'a GradientsParams,
-        total: Option<Tensor<1>>,
+        flat: Vec<Tensor<1>>,
     }
-    impl ModuleVisitor for SquaredNorm<'_> {
+    impl ModuleVisitor for Flattened<'_> {
         fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
             if let Some(gradient) = self.gradients.get::<D>(param.id) {
-                let squares = gradient.square().sum();
-                self.total = Some(match self.total.take() {
-                    Some(total) => total + squares,
-                    None => squares,
-                });
+                let len = gradient.shape().num_elements();
+                self.flat.push(gradient.reshape([len]));
             }
         }
     }
-    let mut visitor = SquaredNorm {
+    /// Gradients per concatenation: with its output, within the 31 storage buffers a kernel
+    /// may bind on Mesa's software Vulkan, the fewest of the devices lsr runs on.
+    const GROUP: usize = 24;
+    let mut visitor = Flattened {
         gradients,
-        total: None,
+        flat: Vec::new(),
     };
     model.visit(&mut visitor);
-    visitor
-        .total
-        .map_or(0.0, |total| total.into_scalar::<f32>().to_f64().sqrt())
+    let mut flat = visitor.flat.into_iter().peekable();
+    let mut total: Option<Tensor<1>> = None;
+    while flat.peek().is_some() {
+        let group: Vec<Tensor<1>> = flat.by_ref().take(GROUP).collect();
+        let squares = Tensor::cat(group, 0).square().sum();
+        total = Some(total.map_or(squares.clone(), |total| total + squares));
+    }
+    total.map_or(0.0, |total| total.into_scalar::<f32>().to_f64().sqrt())
 }
 
 /// Whether every weight of `model` is finite: a collapsed run's model is exported only then.

@@ -12,6 +12,7 @@ use burn::tensor::DType;
 use serde::Deserialize;
 use serde_json::json;
 
+use lsr_compute::launches::{Region, mark};
 use lsr_compute::norm::LayerNorm;
 use crate::config::{default_dropout, default_one, default_true};
 use crate::family::{Dims, Encoder, EncoderModel, Family, ModelConfig, registered};
@@ -19,7 +20,7 @@ use crate::error::{BackboneError, Result};
 use crate::head::{HeadNames, HeadShape, MlmHead};
 use crate::layers::{
     ActivatedHalf, Activation, Dropout, Rope, RotaryAttention, gated_mlp, leading_rows,
-    padding_bias,
+    over_tokens, padding_bias,
 };
 use crate::miniature::{HEADS, HIDDEN, INTERMEDIATE, LAYERS, POSITIONS};
 use lsr_compute::precision::residual;
@@ -260,7 +261,15 @@ impl Gte {
 impl GteLayer {
     /// Post-LN: `a = LN(x + drop(Attn(x)))`, `x = LN(a + drop(MLP(a)))`, on the f32 residual
     /// stream.
-    fn forward(&self, x: Tensor<3>, rope: &Rope, bias: Tensor<4>, dtype: DType) -> Tensor<3> {
+    fn forward(
+        &self,
+        x: Tensor<2>,
+        batch: usize,
+        rope: &Rope,
+        bias: Tensor<4>,
+        dtype: DType,
+    ) -> Tensor<2> {
+        let x = mark(x, Region::Attention);
         let attention = RotaryAttention {
             qkv: &self.qkv_proj,
             out: &self.o_proj,
@@ -268,10 +277,11 @@ impl GteLayer {
             dropout: self.attention_dropout,
             dtype,
         }
-        .forward(x.clone(), rope, bias);
+        .forward(x.clone(), batch, rope, bias);
         let x = self
             .attn_ln
             .forward(residual(x, self.hidden_dropout.forward(attention)));
+        let x = mark(x, Region::Ffn);
         let mlp = gated_mlp(
             &self.up_gate_proj,
             &self.down_proj,
@@ -299,9 +309,11 @@ impl EncoderModel for Gte {
         let head_dim = x.dims()[2] / self.heads;
         let rope = Rope::new(len, head_dim, self.rope_theta, self.ntk_factor, &device);
         let bias = padding_bias(mask);
-        self.layers
-            .iter()
-            .fold(x, |x, layer| layer.forward(x, &rope, bias.clone(), dtype))
+        over_tokens(x, |rows, batch| {
+            self.layers.iter().fold(rows, |x, layer| {
+                layer.forward(x, batch, &rope, bias.clone(), dtype)
+            })
+        })
     }
 
     fn word_embeddings(&self) -> &Embedding {

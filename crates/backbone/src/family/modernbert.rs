@@ -18,14 +18,15 @@ use burn::tensor::DType;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use lsr_compute::launches::{Region, mark};
 use lsr_compute::norm::LayerNorm;
 use crate::config::{default_true};
 use crate::family::{Dims, Encoder, EncoderModel, Family, ModelConfig, registered};
 use crate::error::{BackboneError, Result};
 use crate::head::{HeadNames, HeadShape, MlmHead};
 use crate::layers::{
-    ActivatedHalf, Activation, Dropout, Rope, RotaryAttention, gated_mlp, padding_bias,
-    sliding_window_bias,
+    ActivatedHalf, Activation, Dropout, Rope, RotaryAttention, gated_mlp, over_tokens,
+    padding_bias, sliding_window_bias,
 };
 use crate::miniature::{HEADS, HIDDEN, INTERMEDIATE, LAYERS, POSITIONS};
 use lsr_compute::precision::residual;
@@ -335,7 +336,15 @@ impl ModernBert {
 impl ModernBertLayer {
     /// Pre-LN: `x += Attn(norm(x))`, `x += MLP(norm(x))`, on the f32 residual stream, with the
     /// RoPE and mask of the layer's kind (global or sliding window).
-    fn forward(&self, x: Tensor<3>, rope: &Rope, bias: Tensor<4>, dtype: DType) -> Tensor<3> {
+    fn forward(
+        &self,
+        x: Tensor<2>,
+        batch: usize,
+        rope: &Rope,
+        bias: Tensor<4>,
+        dtype: DType,
+    ) -> Tensor<2> {
+        let x = mark(x, Region::Attention);
         let normed = match &self.attn_norm {
             Some(norm) => norm.forward(x.clone()),
             None => x.clone(),
@@ -347,8 +356,11 @@ impl ModernBertLayer {
             dropout: self.dropout.attention,
             dtype,
         }
-        .forward(normed, rope, bias);
-        let x = residual(x, self.dropout.attention.forward(attention));
+        .forward(normed, batch, rope, bias);
+        let x = mark(
+            residual(x, self.dropout.attention.forward(attention)),
+            Region::Ffn,
+        );
         let mlp = gated_mlp(
             &self.mlp_in,
             &self.mlp_out,
@@ -377,15 +389,17 @@ impl EncoderModel for ModernBert {
         let local_bias = global_bias.clone() + sliding_window_bias(len, self.half_window, &device);
         let global_rope = Rope::new(len, head_dim, self.global_rope_theta, None, &device);
         let local_rope = Rope::new(len, head_dim, self.local_rope_theta, None, &device);
-        let x = self.layers.iter().fold(x, |x, layer| {
-            let (rope, bias) = if layer.sliding {
-                (&local_rope, local_bias.clone())
-            } else {
-                (&global_rope, global_bias.clone())
-            };
-            layer.forward(x, rope, bias, dtype)
-        });
-        self.final_norm.forward(x)
+        over_tokens(x, |rows, batch| {
+            let rows = self.layers.iter().fold(rows, |x, layer| {
+                let (rope, bias) = if layer.sliding {
+                    (&local_rope, local_bias.clone())
+                } else {
+                    (&global_rope, global_bias.clone())
+                };
+                layer.forward(x, batch, rope, bias, dtype)
+            });
+            self.final_norm.forward(rows)
+        })
     }
 
     fn word_embeddings(&self) -> &Embedding {

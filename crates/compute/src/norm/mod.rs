@@ -1,18 +1,24 @@
-//! LayerNorm, and every parameter vector broadcast over the rows of an activation (biases,
-//! LayerNorm scales and shifts), arranged so that their gradients reduce in two short passes.
+//! LayerNorm, and every parameter vector added to the rows of an activation (biases), as
+//! operations with a backward of their own (`ops.rs`): a forward that fusion merges with its
+//! neighbours, and parameter gradients that reduce in two short passes.
 //!
-//! Why: a vector broadcast over `[rows, width]` gets as gradient the column sums of a
-//! `[rows, width]` tensor. burn folds the leading dimensions into one axis and reduces it in one
-//! pass, with one GPU thread per column walking every row: at the recipe's 16,384 document tokens
-//! that kernel took a third of a CUDA training step (`docs/gpu/2026-11-30.md`). Broadcasting the
-//! vector over `[rows / block, block, width]` instead, through a `[1, block, width]` expansion,
-//! makes autodiff sum `rows / block` rows for `block · width` outputs, then `block` rows for
-//! `width`: two well-parallel reductions, on every backend, with no kernel of our own. The
-//! forward values are those of the plain broadcast (the same element-wise operations).
+//! Why two passes: a vector broadcast over `[rows, width]` gets as gradient the column sums of
+//! a `[rows, width]` tensor, and one pass with one GPU thread per column walking every row took
+//! a third of a CUDA training step at the recipe's 16,384 document tokens
+//! (`docs/gpu/2026-11-30.md`). Summing `[rows / block, block, width]` over its first axis,
+//! then the `block` partial sums, gives two well-parallel reductions on every backend, with no
+//! kernel of our own.
 
+mod ops;
+
+use burn::backend::Dispatch;
+use burn::backend::tensor::FloatTensor;
+use burn::backend::{Backend, TensorMetadata};
 use burn::module::Param;
 use burn::prelude::*;
 use burn::tensor::DType;
+
+use ops::RowOps;
 
 /// LayerNorm over the last dimension, `(x − mean) / √(var + eps) · gamma + beta`, in f32, with
 /// burn's parameter names (`gamma`, `beta`), so that records written with burn's own LayerNorm
@@ -29,52 +35,53 @@ impl LayerNorm {
     /// The norm of `x` in f32 whatever `x`'s dtype: the statistics of a bf16 row lose too much.
     /// The same operations, in the same order, as burn's `layer_norm`.
     pub fn forward<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
-        let x = x.cast(DType::F32);
-        let last = D - 1;
-        let mean = x.clone().mean_dim(last);
-        let centered = x - mean;
-        let var = (centered.clone() * centered.clone()).mean_dim(last);
-        let normalized = centered / var.add_scalar(self.epsilon).sqrt();
-        let scaled = mul_rows(normalized, self.gamma.val());
-        match &self.beta {
-            Some(beta) => add_rows(scaled, beta.val()),
-            None => scaled,
-        }
+        let (rows, dims) = as_rows(x.cast(DType::F32));
+        let (rows, gamma) = (rows.into_dispatch(), self.gamma.val().into_dispatch());
+        let y = match &self.beta {
+            Some(beta) => {
+                let beta = beta.val().into_dispatch();
+                <Dispatch as RowOps>::row_layer_norm(rows, gamma, beta, self.epsilon)
+            }
+            None => <Dispatch as RowOps>::row_scaled_norm(rows, gamma, self.epsilon),
+        };
+        Tensor::<2>::from_dispatch(y).reshape(dims)
     }
 }
 
-/// `x + v` for `v` of `x`'s last dimension, added to every row; its gradient reduces in two
-/// passes (see the module's account).
+/// `x + v` for `v` of `x`'s last dimension, added to every row (in `x`'s dtype); its gradient
+/// reduces in two passes.
 pub fn add_rows<const D: usize>(x: Tensor<D>, v: Tensor<1>) -> Tensor<D> {
-    over_row_blocks(x, v, |x, v| x + v)
+    let v = v.cast(x.dtype());
+    let (rows, dims) = as_rows(x);
+    let y = <Dispatch as RowOps>::row_add(rows.into_dispatch(), v.into_dispatch());
+    Tensor::<2>::from_dispatch(y).reshape(dims)
 }
 
-/// `x ⊙ v` for `v` of `x`'s last dimension, applied to every row; as [`add_rows`].
-pub fn mul_rows<const D: usize>(x: Tensor<D>, v: Tensor<1>) -> Tensor<D> {
-    over_row_blocks(x, v, |x, v| x * v)
-}
-
-fn over_row_blocks<const D: usize>(
-    x: Tensor<D>,
-    v: Tensor<1>,
-    op: impl FnOnce(Tensor<3>, Tensor<3>) -> Tensor<3>,
-) -> Tensor<D> {
+/// `x` as `[rows, width]`, and its shape.
+fn as_rows<const D: usize>(x: Tensor<D>) -> (Tensor<2>, [usize; D]) {
     let dims = x.dims();
     let width = dims[D - 1];
-    let rows = dims[..D - 1].iter().product::<usize>();
+    (
+        x.reshape([dims[..D - 1].iter().product::<usize>(), width]),
+        dims,
+    )
+}
+
+/// The column sums `[width]` of `[rows, width]` `t`, in two passes of about √rows rows each.
+fn column_sum<B: Backend>(t: FloatTensor<B>) -> FloatTensor<B> {
+    let shape = t.shape();
+    let (rows, width) = (shape[0], shape[1]);
     let block = row_block(rows);
-    let v = v
-        .cast(x.dtype())
-        .reshape([1, 1, width])
-        .expand([1, block, width]);
-    op(x.reshape([rows / block, block, width]), v).reshape(dims)
+    let blocks = B::float_reshape(t, [rows / block, block, width].into());
+    let partial = B::float_sum_dim(blocks, 0);
+    B::float_reshape(B::float_sum_dim(partial, 1), [width].into())
 }
 
 /// The divisor of `rows` nearest to √rows from below (1 for a prime): both passes of the
 /// gradient's reduction then walk about √rows rows.
 pub fn row_block(rows: usize) -> usize {
     let mut block = (rows as f64).sqrt() as usize;
-    while block > 1 && rows % block != 0 {
+    while block > 1 && !rows.is_multiple_of(block) {
         block -= 1;
     }
     block.max(1)
@@ -169,6 +176,56 @@ mod tests {
                 values(theirs.beta.as_ref().unwrap().grad(&grads_b).unwrap()),
                 "beta",
             );
+        }
+    }
+
+    /// The norm without a shift (ModernBERT's) and the bias add against the same computations
+    /// written with burn's tensor operations, values and every gradient.
+    #[test]
+    fn a_norm_without_shift_and_the_bias_add_have_the_gradients_of_their_plain_forms() {
+        for device in crate::device::test_devices() {
+            let device = device.autodiff();
+            let (rows, width) = (12, 6);
+            let tensor = |dims: [usize; 2], seed: f32| {
+                let values = (0..dims[0] * dims[1]).map(|i| ((i as f32 + seed) * 0.613).cos());
+                Tensor::<2>::from_data(TensorData::new(values.collect(), dims), &device)
+                    .require_grad()
+            };
+            let vector = |seed| {
+                tensor([1, width], seed)
+                    .reshape([width])
+                    .detach()
+                    .require_grad()
+            };
+            let (x, gamma, bias) = (tensor([rows, width], 0.1), vector(3.0), vector(7.0));
+            let weights = tensor([rows, width], 9.0).detach();
+            let norm = LayerNorm {
+                gamma: Param::from_tensor(gamma.clone()),
+                beta: None,
+                epsilon: 1e-6,
+            };
+            let ours = add_rows(norm.forward(x.clone()), bias.clone());
+            let centered = x.clone() - x.clone().mean_dim(1);
+            let var = centered.clone().square().mean_dim(1);
+            let theirs = centered / var.add_scalar(1e-6).sqrt() * gamma.clone().unsqueeze()
+                + bias.clone().unsqueeze();
+            let close = |a: Tensor<2>, b: Tensor<2>, what: &str| {
+                for (a, b) in values(a).iter().zip_eq(&values(b)) {
+                    assert!(
+                        (a - b).abs() <= 1e-5 * b.abs().max(1.0),
+                        "{what}: {a} vs {b}"
+                    );
+                }
+            };
+            close(ours.clone(), theirs.clone(), "values");
+            let grads_a = (ours * weights.clone()).sum().backward();
+            let grads_b = (theirs * weights).sum().backward();
+            let grad = |t: &Tensor<2>, g| t.grad(g).unwrap();
+            close(grad(&x, &grads_a), grad(&x, &grads_b), "input");
+            for (name, v) in [("gamma", &gamma), ("bias", &bias)] {
+                let (a, b) = (v.grad(&grads_a).unwrap(), v.grad(&grads_b).unwrap());
+                close(a.unsqueeze(), b.unsqueeze(), name);
+            }
         }
     }
 }

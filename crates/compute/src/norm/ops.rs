@@ -1,0 +1,227 @@
+//! LayerNorm and the row-vector add as burn operations with a backward of their own.
+//!
+//! Why: composed of burn's primitives, autodiff records a LayerNorm as ten operations and runs
+//! a backward step for each (a LayerNorm forward and backward launched 39 kernels where these
+//! launch about half as many), and a broadcast shaped for the two-pass gradient hides the add
+//! from fusion, so a bias was its own kernel after every product. Here the forward is the
+//! plain computation, which fusion merges with its neighbours (a bias into the product's
+//! epilogue, the whole norm into one reduction), and the backward is written out: `dx` from
+//! the two row means the formula needs, and each parameter's gradient, the column sum of a
+//! `[rows, width]` tensor, in the two short passes of [`super::column_sum`].
+
+use burn::backend::autodiff::checkpoint::base::Checkpointer;
+use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
+use burn::backend::autodiff::grads::Gradients;
+use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
+use burn::backend::tensor::FloatTensor;
+use burn::backend::{Autodiff, Backend, Flex, TensorMetadata, backend_extension};
+
+/// `[rows, width]` operations over rows, with their gradients.
+#[backend_extension(
+    Flex,
+    Cube: cfg(any(feature = "wgpu", feature = "cuda")),
+    Fusion: cfg(any(feature = "wgpu", feature = "cuda")),
+    Autodiff
+)]
+pub trait RowOps: Backend {
+    /// `(x − mean) / √(var + epsilon) · gamma + beta` over each row of `x`.
+    #[fusion(default)]
+    fn row_layer_norm(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        beta: FloatTensor<Self>,
+        epsilon: f64,
+    ) -> FloatTensor<Self> {
+        let (normalized, _) = standardize::<Self>(x, epsilon);
+        affine::<Self>(normalized, gamma, Some(beta))
+    }
+
+    /// [`Self::row_layer_norm`] without a shift (ModernBERT's norms).
+    #[fusion(default)]
+    fn row_scaled_norm(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        epsilon: f64,
+    ) -> FloatTensor<Self> {
+        let (normalized, _) = standardize::<Self>(x, epsilon);
+        affine::<Self>(normalized, gamma, None)
+    }
+
+    /// `x + v` with `v` `[width]` added to every row.
+    #[fusion(default)]
+    fn row_add(x: FloatTensor<Self>, v: FloatTensor<Self>) -> FloatTensor<Self> {
+        Self::float_add(x, as_row::<Self>(v))
+    }
+}
+
+impl RowOps for Flex {}
+
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+impl RowOps for burn_cubecl::CubeBackend {}
+
+/// `v` `[width]` as a `[1, width]` row.
+fn as_row<B: Backend>(v: FloatTensor<B>) -> FloatTensor<B> {
+    let width = v.shape()[0];
+    B::float_reshape(v, [1, width].into())
+}
+
+/// `((x − mean) / std, std)` per row, `std = √(var + epsilon)` `[rows, 1]`: the operations of
+/// burn's `layer_norm`, in its order, which fusion runs as one reduction.
+fn standardize<B: Backend>(x: FloatTensor<B>, epsilon: f64) -> (FloatTensor<B>, FloatTensor<B>) {
+    let mean = B::float_mean_dim(x.clone(), 1);
+    let centered = B::float_sub(x, mean);
+    let var = B::float_mean_dim(B::float_mul(centered.clone(), centered.clone()), 1);
+    let std = B::float_sqrt(B::float_add_scalar(var, epsilon.into()));
+    (B::float_div(centered, std.clone()), std)
+}
+
+fn affine<B: Backend>(
+    normalized: FloatTensor<B>,
+    gamma: FloatTensor<B>,
+    beta: Option<FloatTensor<B>>,
+) -> FloatTensor<B> {
+    let scaled = B::float_mul(normalized, as_row::<B>(gamma));
+    match beta {
+        Some(beta) => B::float_add(scaled, as_row::<B>(beta)),
+        None => scaled,
+    }
+}
+
+/// What the norm's backward keeps: the normalized input, `std` per row, `gamma`.
+#[derive(Clone, Debug)]
+struct NormState<B: Backend> {
+    normalized: FloatTensor<B>,
+    std: FloatTensor<B>,
+    gamma: FloatTensor<B>,
+}
+
+impl<B: Backend> NormState<B> {
+    /// `dx = (g − mean(g) − x̂ · mean(g · x̂)) / std` with `g = dy · gamma`.
+    fn input_gradient(&self, dy: FloatTensor<B>) -> FloatTensor<B> {
+        let g = B::float_mul(dy, as_row::<B>(self.gamma.clone()));
+        let mean_g = B::float_mean_dim(g.clone(), 1);
+        let projected = B::float_mul(g.clone(), self.normalized.clone());
+        let mean_projected = B::float_mean_dim(projected, 1);
+        let along = B::float_mul(self.normalized.clone(), mean_projected);
+        let centered = B::float_sub(B::float_sub(g, mean_g), along);
+        B::float_div(centered, self.std.clone())
+    }
+
+    fn gamma_gradient(&self, dy: FloatTensor<B>) -> FloatTensor<B> {
+        super::column_sum::<B>(B::float_mul(dy, self.normalized.clone()))
+    }
+}
+
+/// The norm's forward when a backward pass follows: its output, and what the backward keeps.
+fn tracked_norm<B: Backend>(
+    x: FloatTensor<B>,
+    gamma: FloatTensor<B>,
+    beta: Option<FloatTensor<B>>,
+    epsilon: f64,
+) -> (NormState<B>, FloatTensor<B>) {
+    let (normalized, std) = standardize::<B>(x, epsilon);
+    let state = NormState {
+        normalized: normalized.clone(),
+        std,
+        gamma: gamma.clone(),
+    };
+    (state, affine::<B>(normalized, gamma, beta))
+}
+
+/// The gradients of a norm with `N` parents: x, gamma and, where there is one, beta.
+fn norm_backward<B: Backend, const N: usize>(ops: Ops<NormState<B>, N>, grads: &mut Gradients) {
+    let dy = grads.consume::<B>(&ops.node);
+    let state = &ops.state;
+    let mut parents = ops.parents.iter();
+    if let Some(Some(x)) = parents.next() {
+        grads.register::<B>(x.id, state.input_gradient(dy.clone()));
+    }
+    if let Some(Some(gamma)) = parents.next() {
+        grads.register::<B>(gamma.id, state.gamma_gradient(dy.clone()));
+    }
+    if let Some(Some(beta)) = parents.next() {
+        grads.register::<B>(beta.id, super::column_sum::<B>(dy));
+    }
+}
+
+#[derive(Debug)]
+struct ShiftedNorm;
+#[derive(Debug)]
+struct ScaledNorm;
+
+impl<B: Backend> Backward<B, 3> for ShiftedNorm {
+    type State = NormState<B>;
+
+    fn backward(self, ops: Ops<Self::State, 3>, grads: &mut Gradients, _: &mut Checkpointer) {
+        norm_backward::<B, 3>(ops, grads);
+    }
+}
+
+impl<B: Backend> Backward<B, 2> for ScaledNorm {
+    type State = NormState<B>;
+
+    fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _: &mut Checkpointer) {
+        norm_backward::<B, 2>(ops, grads);
+    }
+}
+
+/// The row add's backward: `dx = dy`, `dv` the column sum of `dy`.
+#[derive(Debug)]
+struct RowAdd;
+
+impl<B: Backend> Backward<B, 2> for RowAdd {
+    type State = ();
+
+    fn backward(self, ops: Ops<(), 2>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let dy = grads.consume::<B>(&ops.node);
+        let [x, v] = ops.parents;
+        if let Some(v) = v {
+            grads.register::<B>(v.id, super::column_sum::<B>(dy.clone()));
+        }
+        if let Some(x) = x {
+            grads.register::<B>(x.id, dy);
+        }
+    }
+}
+
+impl<B: Backend + RowOps, C: CheckpointStrategy> RowOps for Autodiff<B, C> {
+    fn row_layer_norm(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        beta: FloatTensor<Self>,
+        epsilon: f64,
+    ) -> FloatTensor<Self> {
+        let nodes = [x.node(), gamma.node(), beta.node()];
+        let (x, gamma) = (x.into_primitive(), gamma.into_primitive());
+        let beta = beta.into_primitive();
+        match ShiftedNorm.prepare::<C>(nodes).compute_bound().stateful() {
+            OpsKind::Tracked(prep) => {
+                let (state, y) = tracked_norm::<B>(x, gamma, Some(beta), epsilon);
+                prep.finish(state, y)
+            }
+            OpsKind::UnTracked(prep) => prep.finish(B::row_layer_norm(x, gamma, beta, epsilon)),
+        }
+    }
+
+    fn row_scaled_norm(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        epsilon: f64,
+    ) -> FloatTensor<Self> {
+        let nodes = [x.node(), gamma.node()];
+        let (x, gamma) = (x.into_primitive(), gamma.into_primitive());
+        match ScaledNorm.prepare::<C>(nodes).compute_bound().stateful() {
+            OpsKind::Tracked(prep) => {
+                let (state, y) = tracked_norm::<B>(x, gamma, None, epsilon);
+                prep.finish(state, y)
+            }
+            OpsKind::UnTracked(prep) => prep.finish(B::row_scaled_norm(x, gamma, epsilon)),
+        }
+    }
+
+    fn row_add(x: FloatTensor<Self>, v: FloatTensor<Self>) -> FloatTensor<Self> {
+        let nodes = [x.node(), v.node()];
+        let sum = B::row_add(x.into_primitive(), v.into_primitive());
+        RowAdd.prepare::<C>(nodes).compute_bound().stateless(sum)
+    }
+}
