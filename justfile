@@ -43,6 +43,11 @@ reproduce matrix="mini":
     echo 'lsr is target/release/lsr, not on the PATH: export PATH="$PWD/target/release:$PATH"'; \
     exit $status
 
+# Kernel launches and kept bytes per train step and encoded batch, lsr on WGPU beside PyTorch (.venv)
+launches python=".venv/bin/python":
+    scripts/build-lsr.sh wgpu
+    {{python}} scripts/bench/launches.py --lsr target/release/lsr --out docs/gpu/launches-wgpu.json
+
 # The miniature again in bf16-mixed and with another data-order seed: same Table 1 pattern as f32?
 mini-precision: (reproduce "mini")
     scripts/mini/precision.sh

@@ -6,6 +6,9 @@ max log(1 + relu)) of B x L token ids with a random BERT-base-shaped BertForMask
         [--precision f32|bf16] [--tf32 on|off] [--iterations 5] [--profile]
 
 `--profile` prints where one batch's time goes (torch.profiler, by operator) to stderr.
+`--count` counts one batch instead of timing it (`counting.py`: operators that launch kernels,
+by region), at the shape `lsr bench encode --launches` counts at (hidden 128, BERT-base's
+structure otherwise; 8 texts x 32 tokens) unless the options say.
 """
 import argparse
 import contextlib
@@ -14,26 +17,34 @@ import resource
 import time
 
 import torch
-from transformers import BertConfig, BertForMaskedLM
+from transformers import BertForMaskedLM
 
+import counting
 from profiling import print_profile
 
 
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--device", default="cpu")
-    p.add_argument("--batch", type=int, default=32)
-    p.add_argument("--seq-len", type=int, default=128)
+    # Defaults: 32 x 128, or lsr's count shape (8 x 32) with --count.
+    p.add_argument("--batch", type=int)
+    p.add_argument("--seq-len", type=int)
     p.add_argument("--precision", choices=["f32", "bf16"], default="f32")
     p.add_argument("--tf32", choices=["on", "off"], default="off")
     p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--iterations", type=int, default=5)
     p.add_argument("--profile", action="store_true")
+    p.add_argument("--count", action="store_true")
+    p.add_argument("--hidden", type=int)
     args = p.parse_args()
+    args.batch = args.batch or (8 if args.count else 32)
+    args.seq_len = args.seq_len or (32 if args.count else 128)
     torch.backends.cuda.matmul.allow_tf32 = args.tf32 == "on"
     torch.backends.cudnn.allow_tf32 = args.tf32 == "on"
     torch.manual_seed(0)
-    model = BertForMaskedLM(BertConfig()).eval().to(args.device)
+    hidden = args.hidden or (128 if args.count else 768)
+    model = BertForMaskedLM(counting.bert_config(hidden)).eval().to(args.device)
+    regions = counting.watch(model) if args.count else None
     ids = (1000 + (torch.arange(args.batch * args.seq_len) * 7919) % 29000).reshape(args.batch, args.seq_len).to(args.device)
     mask = torch.ones_like(ids)
     device_type = args.device.split(":")[0]
@@ -47,6 +58,12 @@ def main():
 
     for _ in range(args.warmup):
         step()
+    if args.count:
+        counted = counting.count(step, model, device_type)
+        print(json.dumps({"batch": args.batch, "seq_len": args.seq_len, "hidden": hidden,
+                          "precision": args.precision, "device": args.device,
+                          "torch": torch.__version__, **counted}))
+        return
     if args.profile:
         print_profile(step)
     cuda = device_type == "cuda"
@@ -62,7 +79,7 @@ def main():
         "iterations": args.iterations, "seconds_per_batch": seconds,
         "sequences_per_second": args.batch / seconds,
         "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-        "torch": torch.__version__,
+        "torch": torch.__version__, "hidden": hidden,
     }
     if cuda:
         report["peak_allocated_mib"] = torch.cuda.max_memory_allocated() / 2**20

@@ -1,5 +1,8 @@
 //! Benchmarks on synthetic models of real shapes. Speed and memory live here, never in tests.
-//! `scripts/bench/` holds the same workloads in PyTorch for comparison.
+//! `scripts/bench/` holds the same workloads in PyTorch for comparison. What a step costs in
+//! kernel launches and kept bytes (`--launches`) is in `launches.rs`.
+
+mod launches;
 
 use std::path::Path;
 use std::time::Instant;
@@ -17,13 +20,8 @@ use lsr_train::{Recipe, Trainer};
 use crate::values::ProductShape;
 use serde::Serialize;
 
-/// `bert-base-uncased`'s config.json (the architecture; weights are random).
-const BERT_BASE: &str = r#"{
-  "model_type": "bert", "vocab_size": 30522, "hidden_size": 768, "num_hidden_layers": 12,
-  "num_attention_heads": 12, "intermediate_size": 3072, "hidden_act": "gelu",
-  "max_position_embeddings": 512, "type_vocab_size": 2, "layer_norm_eps": 1e-12,
-  "pad_token_id": 0
-}"#;
+/// BERT-base's hidden width.
+const BERT_BASE_HIDDEN: usize = 768;
 
 #[derive(Subcommand)]
 pub enum BenchCommand {
@@ -203,10 +201,12 @@ struct RetrieveReport {
 
 #[derive(Args)]
 pub struct EncodeBench {
-    #[arg(long, default_value_t = 32, value_parser = crate::values::at_least_one)]
-    batch: usize,
-    #[arg(long, default_value_t = 128, value_parser = crate::values::at_least_one)]
-    seq_len: usize,
+    /// Texts per batch [default: 32; 8 with --launches].
+    #[arg(long, value_parser = crate::values::at_least_one)]
+    batch: Option<usize>,
+    /// Tokens per text [default: 128; 32 with --launches].
+    #[arg(long, value_parser = crate::values::at_least_one)]
+    seq_len: Option<usize>,
     /// f32 or bf16-mixed.
     #[arg(long, default_value = "f32")]
     precision: Precision,
@@ -215,42 +215,86 @@ pub struct EncodeBench {
     #[arg(long, default_value_t = lsr_splade::encoder::HEAD_TILE, value_parser = crate::values::at_least_one)]
     head_tile: usize,
     #[command(flatten)]
+    sizing: Sizing,
+    #[command(flatten)]
     repeat: Repeat<1, 5>,
+}
+
+/// Whether the bench counts launches instead of timing, which sets its default sizes, and the
+/// model's width.
+#[derive(Args)]
+pub struct Sizing {
+    /// Count the kernels one steady-state step (batch) launches and the bytes it keeps, instead
+    /// of timing (GPU backends), at a smaller shape of the same structure (`launches.rs`).
+    #[arg(long)]
+    launches: bool,
+    /// Hidden width of the BERT-shaped model (heads of 64, FFN 4×) [default: BERT-base's 768;
+    /// 128 with --launches].
+    #[arg(long, value_parser = crate::values::at_least_one)]
+    hidden: Option<usize>,
+}
+
+impl Sizing {
+    /// `value` if given, else the default of a timed run or of a count.
+    fn pick(&self, value: Option<usize>, timed: usize, counted: usize) -> usize {
+        value.unwrap_or(if self.launches { counted } else { timed })
+    }
+
+    fn hidden(&self) -> usize {
+        self.pick(self.hidden, BERT_BASE_HIDDEN, launches::COUNT_HIDDEN)
+    }
 }
 
 #[derive(Args)]
 pub struct TrainStepBench {
-    /// Queries per step; each has one positive and one hard negative (2× documents).
-    #[arg(long, default_value_t = 8, value_parser = crate::values::at_least_one)]
-    queries: usize,
-    #[arg(long, default_value_t = 32, value_parser = crate::values::at_least_one)]
-    query_len: usize,
-    #[arg(long, default_value_t = 128, value_parser = crate::values::at_least_one)]
-    document_len: usize,
+    /// Queries per step; each has one positive and one hard negative (2× documents)
+    /// [default: 8; 4 with --launches].
+    #[arg(long, value_parser = crate::values::at_least_one)]
+    queries: Option<usize>,
+    /// [default: 32; 16 with --launches]
+    #[arg(long, value_parser = crate::values::at_least_one)]
+    query_len: Option<usize>,
+    /// [default: 128; 32 with --launches]
+    #[arg(long, value_parser = crate::values::at_least_one)]
+    document_len: Option<usize>,
     /// f32 or bf16-mixed (f32 weights and AdamW state either way).
     #[arg(long, default_value = "f32")]
     precision: Precision,
     #[command(flatten)]
+    sizing: Sizing,
+    #[command(flatten)]
     repeat: Repeat<1, 3>,
+}
+
+/// What the model benches (train step, encoding) report beside their shape and time: where and
+/// how the model ran and what the process and device held.
+#[derive(Serialize)]
+struct ModelRun {
+    device: String,
+    precision: Precision,
+    hidden: usize,
+    /// How the products ran (`LSR_MATMUL` on this device): `cube` or `cublas`.
+    matmul: MatmulMode,
+    iterations: usize,
+    peak_rss_mib: Option<f64>,
+    /// What the device's allocator holds after the timed runs (GPU backends).
+    device_reserved_mib: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cublas: Option<CublasReport>,
+    /// With `--launches`: what one steady-state step (batch) launched and kept.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    launches: Option<launches::LaunchReport>,
 }
 
 #[derive(Serialize)]
 struct TrainStepReport {
-    device: String,
-    precision: Precision,
-    /// How the products ran (`LSR_MATMUL` on this device): `cube` or `cublas`.
-    matmul: MatmulMode,
+    #[serde(flatten)]
+    run: ModelRun,
     queries: usize,
     documents: usize,
     query_len: usize,
     document_len: usize,
-    iterations: usize,
     seconds_per_step: f64,
-    peak_rss_mib: Option<f64>,
-    /// What the device's allocator holds after the timed steps (GPU backends).
-    device_reserved_mib: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    cublas: Option<CublasReport>,
 }
 
 #[derive(Args)]
@@ -304,20 +348,12 @@ struct CachedStepReport {
 
 #[derive(Serialize)]
 struct EncodeReport {
-    device: String,
-    precision: Precision,
-    /// How the products ran (`LSR_MATMUL` on this device): `cube` or `cublas`.
-    matmul: MatmulMode,
+    #[serde(flatten)]
+    run: ModelRun,
     batch: usize,
     seq_len: usize,
-    iterations: usize,
     seconds_per_batch: f64,
     sequences_per_second: f64,
-    peak_rss_mib: Option<f64>,
-    /// What the device's allocator holds after the timed batches (GPU backends).
-    device_reserved_mib: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    cublas: Option<CublasReport>,
 }
 
 pub fn run(command: BenchCommand) -> Result<()> {
@@ -364,6 +400,42 @@ impl Harness {
         drop(done?);
         self.products.set(take_lt_totals());
         Ok(seconds / self.iterations.max(1) as f64)
+    }
+
+    /// With `count`, the launches of one run of `work` after at least `min_warmup` untimed ones
+    /// and NaN seconds (counting slows every launch); else no count and `seconds`.
+    fn count_or_time<T>(
+        &self,
+        count: bool,
+        min_warmup: usize,
+        mut work: impl FnMut() -> T,
+    ) -> Result<(Option<launches::LaunchReport>, f64)> {
+        if count {
+            let warmup = self.warmup.max(min_warmup);
+            Ok((Some(launches::count(&self.device, warmup, work)?), f64::NAN))
+        } else {
+            Ok((None, self.seconds(&mut work)?))
+        }
+    }
+
+    /// What a model bench reports of its run, read after it.
+    fn model_run(
+        &self,
+        precision: Precision,
+        hidden: usize,
+        launches: Option<launches::LaunchReport>,
+    ) -> ModelRun {
+        ModelRun {
+            device: format!("{:?}", self.device),
+            precision,
+            hidden,
+            matmul: products_on(&self.device),
+            iterations: self.iterations,
+            peak_rss_mib: peak_rss_mib(),
+            device_reserved_mib: reserved_mib(&self.device),
+            cublas: self.cublas(),
+            launches,
+        }
     }
 
     /// cuBLASLt's share of the last timed runs, where products went there.
@@ -476,7 +548,22 @@ fn rayon_threads() -> usize {
 /// A random model of BERT-base's shape on `device`, without dropout (as the PyTorch
 /// references in `scripts/bench/` are configured).
 fn bert_base(device: &Device) -> Result<MaskedLm> {
-    let mut config = ModelConfig::parse(Path::new("<bert-base-uncased shape>"), BERT_BASE)?;
+    bert_shaped(device, BERT_BASE_HIDDEN)
+}
+
+/// [`bert_base`] with `hidden` units (`launches::bert_widths`): `bert-base-uncased`'s
+/// config.json (the architecture; weights are random) at 768.
+fn bert_shaped(device: &Device, hidden: usize) -> Result<MaskedLm> {
+    let (heads, intermediate) = launches::bert_widths(hidden);
+    let json = serde_json::json!({
+        "model_type": "bert", "vocab_size": 30522, "hidden_size": hidden,
+        "num_hidden_layers": 12, "num_attention_heads": heads,
+        "intermediate_size": intermediate, "hidden_act": "gelu",
+        "max_position_embeddings": 512, "type_vocab_size": 2, "layer_norm_eps": 1e-12,
+        "pad_token_id": 0
+    });
+    let name = format!("<bert-base-uncased shape, hidden {hidden}>");
+    let mut config = ModelConfig::parse(Path::new(&name), &json.to_string())?;
     config.dropout = false;
     Ok(MaskedLm::load(&config, &Weights::random(0, 0.02, device))?)
 }
@@ -495,9 +582,14 @@ fn synthetic_tokens(batch: usize, len: usize) -> TokenBatch {
 
 fn train_step(args: TrainStepBench) -> Result<()> {
     let (device, harness) = args.repeat.start()?;
-    let model = bert_base(&device.clone().autodiff())?;
+    let sizing = &args.sizing;
+    let hidden = sizing.hidden();
+    let queries = sizing.pick(args.queries, 8, 4);
+    let query_len = sizing.pick(args.query_len, 32, 16);
+    let document_len = sizing.pick(args.document_len, 128, 32);
+    let model = bert_shaped(&device.clone().autodiff(), hidden)?;
     let recipe = Recipe {
-        batch_size: args.queries,
+        batch_size: queries,
         negatives: 1,
         precision: args.precision,
         ..Recipe::default()
@@ -505,29 +597,36 @@ fn train_step(args: TrainStepBench) -> Result<()> {
     let mut trainer = Trainer::new(model, recipe);
     let batch = TrainBatch {
         index: 0,
-        queries: synthetic_tokens(args.queries, args.query_len),
-        documents: synthetic_tokens(2 * args.queries, args.document_len),
+        queries: synthetic_tokens(queries, query_len),
+        documents: synthetic_tokens(2 * queries, document_len),
         teacher: None,
     };
-    // `step` reads its metrics back from the device, so it returns when the step is done.
-    let seconds_per_step = harness.seconds(|| {
-        trainer.step(std::slice::from_ref(&batch));
-    })?;
+    let mut step = || trainer.step(std::slice::from_ref(&batch));
+    // Two steps before a count: AdamW's state exists from the second on. `step` reads its
+    // metrics back from the device, so it returns when the step is done.
+    let (launches, seconds_per_step) = harness.count_or_time(sizing.launches, 2, &mut step)?;
     let report = TrainStepReport {
-        device: format!("{device:?}"),
-        precision: args.precision,
-        matmul: products_on(&device),
-        queries: args.queries,
-        documents: 2 * args.queries,
-        query_len: args.query_len,
-        document_len: args.document_len,
-        iterations: args.repeat.iterations,
+        run: harness.model_run(args.precision, hidden, launches),
+        queries,
+        documents: 2 * queries,
+        query_len,
+        document_len,
         seconds_per_step,
-        peak_rss_mib: peak_rss_mib(),
-        device_reserved_mib: reserved_mib(&device),
-        cublas: harness.cublas(),
     };
     print(&report, args.repeat.json, |report| {
+        let run = &report.run;
+        if let Some(launches) = &run.launches {
+            return format!(
+                "train step ({} queries x {}, {} documents x {}, hidden {}) on {}: {}",
+                report.queries,
+                report.query_len,
+                report.documents,
+                report.document_len,
+                run.hidden,
+                run.device,
+                launches::describe(launches)
+            );
+        }
         format!(
             "train step ({} queries x {}, {} documents x {}) on {} ({} products): {:.3} s/step, \
              peak RSS {}",
@@ -535,10 +634,10 @@ fn train_step(args: TrainStepBench) -> Result<()> {
             report.query_len,
             report.documents,
             report.document_len,
-            report.device,
-            report.matmul.name(),
+            run.device,
+            run.matmul.name(),
             report.seconds_per_step,
-            describe_rss(report.peak_rss_mib)
+            describe_rss(run.peak_rss_mib)
         )
     })
 }
@@ -687,36 +786,48 @@ fn cached_step_side(args: &CachedStepBench, kind: StepKind) -> Result<CachedStep
 fn encode(args: EncodeBench) -> Result<()> {
     anyhow::ensure!(args.head_tile > 0, "--head-tile must be at least 1");
     let (device, harness) = args.repeat.start()?;
-    let model = bert_base(&device)?.with_precision(args.precision);
-    let (ids, mask) = synthetic_tokens(args.batch, args.seq_len).to_tensors(&device);
-    let seconds = harness.seconds(|| {
+    let sizing = &args.sizing;
+    let hidden = sizing.hidden();
+    let (batch_size, seq_len) = (
+        sizing.pick(args.batch, 32, 8),
+        sizing.pick(args.seq_len, 128, 32),
+    );
+    let model = bert_shaped(&device, hidden)?.with_precision(args.precision);
+    let (ids, mask) = synthetic_tokens(batch_size, seq_len).to_tensors(&device);
+    let mut batch = || {
         let vectors = encode_pooled_tiles(&model, ids.clone(), mask.clone(), args.head_tile);
         // Reading the result back waits for the device to finish.
         vectors.into_data();
-    })?;
+    };
+    let (launches, seconds) = harness.count_or_time(sizing.launches, 1, &mut batch)?;
     let report = EncodeReport {
-        device: format!("{device:?}"),
-        precision: args.precision,
-        matmul: products_on(&device),
-        batch: args.batch,
-        seq_len: args.seq_len,
-        iterations: args.repeat.iterations,
+        run: harness.model_run(args.precision, hidden, launches),
+        batch: batch_size,
+        seq_len,
         seconds_per_batch: seconds,
-        sequences_per_second: args.batch as f64 / seconds,
-        peak_rss_mib: peak_rss_mib(),
-        device_reserved_mib: reserved_mib(&device),
-        cublas: harness.cublas(),
+        sequences_per_second: batch_size as f64 / seconds,
     };
     print(&report, args.repeat.json, |report| {
+        let run = &report.run;
+        if let Some(launches) = &run.launches {
+            return format!(
+                "encode {}x{} (hidden {}) on {}: {}",
+                report.batch,
+                report.seq_len,
+                run.hidden,
+                run.device,
+                launches::describe(launches)
+            );
+        }
         format!(
             "encode {}x{} on {} ({} products): {:.3} s/batch, {:.1} sequences/s, peak RSS {}",
             report.batch,
             report.seq_len,
-            report.device,
-            report.matmul.name(),
+            run.device,
+            run.matmul.name(),
             report.seconds_per_batch,
             report.sequences_per_second,
-            describe_rss(report.peak_rss_mib)
+            describe_rss(run.peak_rss_mib)
         )
     })
 }
