@@ -80,6 +80,8 @@ case $run in
         lsr=$work/bin/lsr
         small=(--queries 8 --query-len 32 --document-len 128) recipe=(--queries 32 --query-len 32 --document-len 256)
         encode_shape=(--batch 128 --seq-len 256)
+        # Launch counts at the benches' own count shape, which docs/gpu/launches-wgpu.json has.
+        count_device=cuda count_shape=() count_encode=()
         iterations=10 warmup=2
         if [[ -d .gl ]]; then
             for f in .gl/*.deb; do dpkg -x "$f" /; done
@@ -95,6 +97,10 @@ case $run in
         encode_shape=(--batch 4 --seq-len 32)
         products=(--shape head=64x768x4096t --shape ffn-in=64x768x3072t --shape ffn-in-plain=64x768x3072)
         iterations=1 warmup=1
+        # flex runs no kernels to count: WGPU (Mesa's software Vulkan) at a tiny shape, whose
+        # first run may outlast its limit while it tunes (a timeout there is the plumbing tried).
+        count_device=wgpu count_shape=(--hidden 64 --queries 1 --query-len 4 --document-len 8)
+        count_encode=(--hidden 64 --batch 1 --seq-len 8)
         ;;
 esac
 # One kernel cache for every lsr process of the check: the warm-up process of a profile and
@@ -401,6 +407,25 @@ for cache in cold warm; do
     step "lsr-kernel-cache-$cache" 45 "$(meta tool=lsr device="$gpu" kind=cache cache="$cache")" \
         env LSR_KERNEL_CACHE="$work/kernels-probe" "$lsr" bench train-step --device "$gpu" "${small[@]}" --warmup 1 --iterations 1 --json
 done
+
+# 5b. Kernel launches per step (train, both precisions; encoding) at the count shape, with the
+# products on cube (cuBLASLt's kernels are not cubecl's to observe), and PyTorch's: its operators
+# per step (foreach, then fused AdamW) and the CUDA kernels torch.profiler sees. Beside
+# docs/gpu/launches-wgpu.json (the same counts on lavapipe), the calibration of that proxy.
+for precision in $precisions; do
+    step "lsr-$count_device-launches-train-$precision" 45 "$(meta tool=lsr device="$count_device" matmul=cube precision="$precision" kind=launches shape=train)" \
+        env LSR_MATMUL=cube "$lsr" bench train-step --device "$count_device" --launches --precision "$precision" "${count_shape[@]}" --json
+done
+step "lsr-$count_device-launches-encode-f32" 45 "$(meta tool=lsr device="$count_device" matmul=cube precision=f32 kind=launches shape=encode)" \
+    env LSR_MATMUL=cube "$lsr" bench encode --device "$count_device" --launches "${count_encode[@]}" --json
+for precision in f32 bf16; do
+    for adamw in foreach fused; do
+        step "torch-launches-train-$precision-$adamw" 45 "$(meta tool=torch device="$torch_device" precision="$precision" kind=launches shape=train adamw="$adamw")" \
+            $python scripts/bench/train_step.py --device "$torch_device" --count --precision "$precision" --adamw "$adamw"
+    done
+done
+step "torch-launches-encode-f32" 45 "$(meta tool=torch device="$torch_device" precision=f32 kind=launches shape=encode)" \
+    $python scripts/bench/encode.py --device "$torch_device" --count
 
 # 6. Where the device time goes, in the faster mode: diagnosis, after every target.
 profile train-bf16-mixed "$(fastest_mode bf16-mixed)" train-step --precision bf16-mixed "${recipe[@]}"

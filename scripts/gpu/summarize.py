@@ -3,10 +3,11 @@ of computing products (`LSR_MATMUL`) beside PyTorch's own deviations, the modes 
 failed parity, lsr against PyTorch on the same device per way of computing products (speed
 ratios against the targets, the products alone per shape, peak memory two ways), cuBLASLt's
 products, fallbacks, host syncs and device time, what the kernel cache saves, a table1 cell's
-time estimated from the measured steps, where lsr's device time goes, the miniature cells, and
-every step that failed, timed out, was dropped or skipped.
+time estimated from the measured steps, where lsr's device time goes, kernel launches per step
+beside the WGPU proxy's (`docs/gpu/launches-wgpu.json`, `scripts/bench/launches.py`) and
+PyTorch's, the miniature cells, and every step that failed, timed out, was dropped or skipped.
 
-    python scripts/gpu/summarize.py results.jsonl --out DIR [--elapsed SECONDS]
+    python scripts/gpu/summarize.py results.jsonl --out DIR [--elapsed SECONDS] [--proxy FILE]
 """
 import argparse
 import json
@@ -68,12 +69,39 @@ def lt(record):
             "host_sync_s": c["host_sync_seconds"] / per, "device_s": None if device is None else device / per}
 
 
+def launch_rows(records, proxy):
+    """Markdown rows of the launch counts: lsr's per region on this device against the proxy's
+    (the ratio calibrates it), and PyTorch's operators against the CUDA kernels they launched."""
+    rows = []
+    for r in records:
+        m, res = r["meta"], r.get("result") or {}
+        if m.get("kind") != "launches" or r["status"] != "ok":
+            continue
+        key = f'{m["shape"]}-{m["precision"]}'
+        if m["tool"] == "lsr":
+            here = res.get("launches") or {}
+            there = ((proxy.get(key) or {}).get("lsr") or {}).get("launches") or {}
+            regions = here.get("with_regions", {}).get("by_region", {})
+            theirs = there.get("with_regions", {}).get("by_region", {})
+            for region in sorted(set(regions) | set(theirs)) + ["total"]:
+                a = here.get("total") if region == "total" else regions.get(region)
+                b = there.get("total") if region == "total" else theirs.get(region)
+                rows.append(f'| lsr {key} | {region} | {fmt(a, 6)} | {fmt(b, 6)} | {fmt(ratio(a, b))} |')
+        else:
+            label = f'PyTorch {key}' + (f' {m["adamw"]} AdamW' if m.get("adamw") else "")
+            rows.append(f'| {label} | operators → CUDA kernels | {fmt(res.get("cuda_kernels"), 6)} | '
+                        f'{fmt(res.get("ops"), 6)} | {fmt(ratio(res.get("cuda_kernels"), res.get("ops")))} |')
+    return rows
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("results")
     p.add_argument("--out", required=True)
     p.add_argument("--elapsed", type=float)
+    p.add_argument("--proxy", default=os.path.join(os.path.dirname(__file__), "../../docs/gpu/launches-wgpu.json"))
     args = p.parse_args()
+    proxy = json.load(open(args.proxy)) if os.path.exists(args.proxy) else {}
     records = [parse(number, line) for number, line in enumerate(open(args.results), 1) if line.strip()]
     machine_path = os.path.join(args.out, "machine.txt")
     machine = open(machine_path).read() if os.path.exists(machine_path) else ""
@@ -192,6 +220,14 @@ def main():
         for k in res.get("top", [])[:15]:
             name = k["kernel"].replace("|", "/")[:100]
             md.append(f'| `{name}` | {fmt(k["seconds"])} | {fmt(k["launches"])} | {fmt(k["share"], 2)} |')
+
+    launches = launch_rows(records, proxy)
+    if launches:
+        md += ["", "## Kernel launches per step", "",
+               "lsr: counted by cubecl as issued, here and on the WGPU proxy (lavapipe; "
+               "`docs/gpu/launches-wgpu.json`); the ratio calibrates the proxy per region. PyTorch: the "
+               "CUDA kernels torch.profiler saw against the operators counted as the proxy counts them.", "",
+               "| run | region | here | proxy | here / proxy |", "|---|---|---|---|---|"] + launches
 
     md += ["", "## Miniature cells (train, evaluate)", "", "| cell | precision | status | wall s | nDCG@10 |", "|---|---|---|---|---|"]
     for r in records:
