@@ -164,7 +164,7 @@ fn read_score_table(path: &Path) -> Result<(ScoreTable, Respelled)> {
     let what = "not a pickled {qid: {pid: score}} dict";
     let root = crate::pickle::read(open_text(path)?)
         .map_err(|e| invalid(format!("{what} (truncated or corrupt?): {e}")))?;
-    let Value::Dict(queries) = root else {
+    let Value::Dict(queries) = &root else {
         return Err(invalid(format!("{what}: the file holds a {}", kind(&root))));
     };
     let queries = std::mem::take(&mut *queries.borrow_mut());
@@ -173,7 +173,7 @@ fn read_score_table(path: &Path) -> Result<(ScoreTable, Respelled)> {
     let mut respelled = Respelled::default();
     for (key, candidates) in queries {
         let qid = id(&key).map_err(|e| invalid(format!("a query key: {e}")))?;
-        let Value::Dict(candidates) = candidates else {
+        let Value::Dict(candidates) = &candidates else {
             let message = format!(
                 "query {qid}: a {}, not a {{pid: score}} dict",
                 kind(&candidates)

@@ -263,6 +263,23 @@ impl Matrix {
         })
     }
 
+    /// The file and the variant's arguments, as another `lsr matrix` command takes them to read
+    /// the same matrix (a Slurm task, a device's worker).
+    pub fn arguments(&self) -> Vec<String> {
+        let mut arguments = vec![self.path.display().to_string()];
+        arguments.extend(self.variant.arguments());
+        arguments
+    }
+
+    /// Runs every cell on `device` instead of the file's (`lsr matrix run --device`): not a
+    /// variant, since the results are the same matrix's, wherever they were computed.
+    pub fn on_device(&mut self, device: &str) {
+        self.device = Some(device.to_string());
+        for cell in &mut self.cells {
+            cell.config.device = Some(device.to_string());
+        }
+    }
+
     pub fn cell(&self, id: &str) -> Result<&Cell> {
         self.cells
             .iter()
