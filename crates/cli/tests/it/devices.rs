@@ -299,3 +299,59 @@ fn processes_share_a_kernel_cache_two_writing_at_once_then_a_third_reading_it() 
         assert!(complaints.is_empty(), "{complaints:?}");
     }
 }
+
+/// `lsr eval --devices flex,flex`: a worker per device encodes its part of the corpus's shards,
+/// each with its own log, then one pass retrieves: the vectors and the run one process writes,
+/// byte for byte, and the shards gone as after one process.
+#[test]
+fn an_evaluation_over_two_devices_writes_what_one_process_writes() {
+    let (inputs, _) = reference();
+    let eval = |out: &str, more: &[&str]| {
+        let args = [
+            "eval",
+            "--checkpoint",
+            "models/bert",
+            "--dataset",
+            "beir/synth-a",
+            "--data-root",
+            "synth",
+            "--output",
+            out,
+            "--shard-documents",
+            "64",
+            "--batch-size",
+            "16",
+            "--query-max-length",
+            "16",
+            "--document-max-length",
+            "32",
+            "--measures",
+            "ndcg@10,recall@100",
+            "--top-k",
+            "100",
+        ];
+        inputs.stdout(&[&args[..], more].concat())
+    };
+    let one = eval("eval-one", &[]);
+    let two = eval("eval-two", &["--devices", "flex,flex"]);
+    assert_eq!(
+        one.replace("eval-one", "eval-two"),
+        two,
+        "the measures printed"
+    );
+    let set = |out: &str| inputs.root.join(out).join("beir_synth-a");
+    for file in ["corpus.vectors", "run.trec"] {
+        let read = |out: &str| std::fs::read(set(out).join(file)).unwrap();
+        assert!(read("eval-one") == read("eval-two"), "{file} differs");
+    }
+    assert!(!set("eval-two").join("corpus.shards").exists());
+    for part in 0..2 {
+        let log = inputs.root.join(format!("eval-two/part-{part}-of-2.log"));
+        let log = std::fs::read_to_string(log).unwrap();
+        assert!(
+            log.starts_with(&format!("== part {part}/2 on flex\n")),
+            "{log}"
+        );
+        assert!(log.contains(&format!("part {part}/2 encoded")), "{log}");
+    }
+}
