@@ -26,6 +26,7 @@ fixtures python=".venv/bin/python":
     {{python}} scripts/fixtures/generate.py
     {{python}} scripts/fixtures/train_step.py
     {{python}} scripts/fixtures/distillation.py
+    {{python}} scripts/fixtures/numpy_pickles.py
     {{python}} scripts/fixtures/trec_eval_fixtures.py
     {{python}} scripts/fixtures/significance.py
     scripts/fixtures/sparse_encoder.sh {{python}}

@@ -7,7 +7,7 @@ set -euo pipefail
 
 fuzz=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$fuzz/../.." && pwd)
-targets=(safetensors pytorch config tokenizer trec_run trec_qrels beir triples vectors matrix cell)
+targets=(safetensors pytorch config tokenizer trec_run trec_qrels beir triples teacher vectors matrix cell)
 target=${1:?usage: fuzz.sh TARGET|all [RUNS] [SECONDS]; targets: ${targets[*]}}
 runs=${2:-1000000}
 seconds=${3:-1800}
@@ -37,6 +37,7 @@ seed() {
             { printf '\1'; cat "$fixtures"/train/triples.jsonl; } > "$corpus"/jsonl.txt
             { printf '\2'; cat "$fixtures"/train/qidpidtriples.tsv; printf '\0'
               cat "$fixtures"/train/queries.tsv; printf '\0'; cat "$fixtures"/train/collection.tsv; } > "$corpus"/ids.txt ;;
+        teacher) cp "$fixtures"/train/scores*.pkl.gz "$fixtures"/pickle/*.pkl "$corpus"/ ;;
         matrix) cp "$root"/experiments/*.toml "$corpus"/ ;;
         vectors | cell) ;;
     esac

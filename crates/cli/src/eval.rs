@@ -1,9 +1,10 @@
 //! `lsr eval`: a model on named data sets (encode, index, retrieve, measure, FLOPs), through
-//! `lsr_eval::pipeline`; the corpus in shards that survive a stop or a kill, or only one part
-//! of them (`--shard I/N`).
+//! `lsr_eval::pipeline`; the corpus in shards that survive a stop or a kill, only one part of
+//! them (`--shard I/N`), or every part at once over several devices (`--devices`), each in a
+//! worker process, before retrieving once.
 
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
+use std::process::{Command, ExitCode, ExitStatus};
 
 use anyhow::Result;
 use clap::Args;
@@ -13,10 +14,11 @@ use lsr_eval::pipeline::{
 };
 use lsr_eval::shards::{DEFAULT_SHARD_DOCUMENTS, ShardPart, remove_shards};
 use lsr_eval::{EvalError, Measure};
-use lsr_files::OutputLock;
 use lsr_files::layout::dataset_dir;
 use lsr_files::lock::{EVAL_LOCK, eval_part_lock};
-use lsr_files::stop::{INTERRUPTED_EXIT_CODE, stop_on_signals};
+use lsr_files::stop::{INTERRUPTED_EXIT_CODE, Workers, forward_stops, requested, stop_on_signals};
+use lsr_files::workers::{Job, run_jobs};
+use lsr_files::{FileError, OutputLock, resolved};
 
 use crate::model::ModelArgs;
 
@@ -69,9 +71,26 @@ pub struct EvalArgs {
     /// which finds every shard done and retrieves and measures.
     #[arg(long, value_name = "I/N")]
     shard: Option<ShardPart>,
+    /// Encode the corpus over these devices at once (`cuda:0,cuda:1`; `flex,flex` too): part
+    /// I of N (`--shard I/N`) in a worker process on the I-th, its output in
+    /// `<output>/part-I-of-N.log`; then, once every part is complete, retrieve and measure here
+    /// on the first. A stop (exit code 75) or a failed part keeps the complete shards: the
+    /// same command resumes.
+    #[arg(long, value_delimiter = ',', num_args = 1.., conflicts_with_all = ["shard", "device"])]
+    devices: Vec<String>,
 }
 
-pub fn run(args: EvalArgs) -> Result<ExitCode> {
+pub fn run(mut args: EvalArgs) -> Result<ExitCode> {
+    let workers = Workers::default();
+    if let Some(first) = args.devices.first().cloned() {
+        forward_stops(&workers)?;
+        if let Some(code) = encode_on_devices(&args, &workers)? {
+            return Ok(code);
+        }
+        args.model.on_device(&first);
+    } else {
+        stop_on_signals()?;
+    }
     let measures = Measure::parse_all(&args.measures)?;
     let mut datasets = Vec::new();
     for name in &args.datasets {
@@ -95,7 +114,6 @@ pub fn run(args: EvalArgs) -> Result<ExitCode> {
         None => EVAL_LOCK.to_string(),
     };
     let _lock = OutputLock::acquire(&args.output, &lock)?;
-    stop_on_signals()?;
     for dataset in &datasets {
         let out = args.output.join(dataset_dir(&dataset.name));
         let done = match args.shard {
@@ -121,6 +139,72 @@ pub fn run(args: EvalArgs) -> Result<ExitCode> {
         remove_shards(&args.output)?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--devices`: this command again as part I of N on the I-th device, all at once, each with
+/// its own log; `None` once every part has encoded its shards, else the exit code to end with
+/// (75 if a part stopped, having kept its complete shards).
+fn encode_on_devices(args: &EvalArgs, workers: &Workers) -> Result<Option<ExitCode>> {
+    let count = args.devices.len();
+    let own: Vec<String> = std::env::args().skip(1).collect();
+    let lsr = std::env::current_exe()?;
+    std::fs::create_dir_all(&args.output)?;
+    let mut parts = (0..count).map(|index| {
+        let mut command = Command::new(&lsr);
+        command.args(without_devices(&own)).args([
+            "--shard",
+            &format!("{index}/{count}"),
+            "--device",
+            &args.devices[index],
+        ]);
+        Job {
+            name: format!("part {index}/{count}"),
+            command,
+            log: args.output.join(format!("part-{index}-of-{count}.log")),
+        }
+    });
+    let mut ended: Vec<(String, ExitStatus, PathBuf)> = Vec::new();
+    run_jobs::<FileError>(
+        &args.devices,
+        workers,
+        |_| Ok(parts.next()),
+        |slot, job, status| ended.push((args.devices[slot].clone(), status, job.log)),
+    )?;
+    let failed: Vec<String> = (ended.iter())
+        .filter(|(_, status, _)| !status.success())
+        .map(|(device, status, log)| format!("on {device}: {status} (log: {})", resolved(log)))
+        .collect();
+    let stopped = |(_, status, _): &(String, ExitStatus, PathBuf)| {
+        status.code() == Some(INTERRUPTED_EXIT_CODE.into())
+    };
+    if requested() || ended.iter().any(stopped) {
+        eprintln!("stopped on request; the complete shards are kept: run the same command again");
+        return Ok(Some(ExitCode::from(INTERRUPTED_EXIT_CODE)));
+    }
+    if !failed.is_empty() || ended.len() < count {
+        anyhow::bail!(
+            "corpus parts failed ({}); the complete shards are kept",
+            failed.join("; ")
+        );
+    }
+    Ok(None)
+}
+
+/// The arguments without `--devices` and its list.
+fn without_devices(arguments: &[String]) -> Vec<String> {
+    let mut kept = Vec::new();
+    let mut skip = false;
+    for argument in arguments {
+        if std::mem::take(&mut skip) {
+            continue;
+        }
+        match argument.as_str() {
+            "--devices" => skip = true,
+            a if a.starts_with("--devices=") => {}
+            _ => kept.push(argument.clone()),
+        }
+    }
+    kept
 }
 
 fn print_part(dataset: &Dataset, part: ShardPart, complete: usize, count: usize) {

@@ -9,8 +9,12 @@ use std::process::ExitCode;
 use anyhow::{Result, bail};
 use clap::{Args, Subcommand};
 use lsr_backbone::Pinning;
+use lsr_files::Probe;
+use lsr_files::lock::Holder;
 use lsr_files::resolved;
-use lsr_files::stop::{INTERRUPTED_EXIT_CODE, requested, stop_on_signals};
+use lsr_files::stop::{INTERRUPTED_EXIT_CODE, Workers, forward_stops, requested, stop_on_signals};
+use lsr_matrix::devices::{self, DeviceRun};
+use lsr_matrix::pins::{BackbonePin, DataPin};
 use lsr_matrix::probe::{ProbeState, finished, run_probes};
 use lsr_matrix::slurm::{SlurmOptions, job_array};
 use lsr_matrix::{CellState, Matrix, RunOptions, Variant, run_cells};
@@ -42,7 +46,8 @@ pub enum MatrixCommand {
         #[arg(long)]
         backbone: Option<String>,
     },
-    /// Write an sbatch job array with one task per cell not done yet.
+    /// Write an sbatch job array with one task per cell not done yet, or one per node of
+    /// `--gpus-per-node` GPUs running the cells over them.
     Slurm(SlurmArgs),
     /// Check the results as runs killed and restarted any number of times must leave them:
     /// each cell's train.csv logs its steps once each and in order; a cell still in training
@@ -106,6 +111,14 @@ pub struct RunArgs {
     /// probe stopped it.
     #[arg(long, value_parser = ["probe"])]
     k_from: Option<String>,
+    /// Run on this device instead of the file's `device` (`cuda:1`, `flex`).
+    #[arg(long, conflicts_with = "devices")]
+    device: Option<String>,
+    /// A worker process per device (`cuda:0,cuda:1,cuda:2`; `flex,flex` too), each taking the
+    /// next cell not done and not held, its output in `<results>/<cell>.log`. SIGTERM, SIGUSR1
+    /// and SIGINT reach every worker (SIGINT as SIGTERM); exit code 75 if a cell stopped.
+    #[arg(long, value_delimiter = ',', num_args = 1.., conflicts_with = "cell")]
+    devices: Vec<String>,
 }
 
 #[derive(Args)]
@@ -128,9 +141,13 @@ pub struct SlurmArgs {
     /// The `lsr` binary as the cluster nodes see it.
     #[arg(long, default_value = "target/release/lsr")]
     lsr: String,
-    /// At most this many cells at once.
+    /// At most this many tasks at once.
     #[arg(long, value_parser = crate::values::at_least_one)]
     parallel: Option<usize>,
+    /// One task per node of this many GPUs, running the cells over all of them (`lsr matrix
+    /// run --devices cuda:0,…`), instead of one task per cell.
+    #[arg(long, value_parser = crate::values::at_least_one, conflicts_with = "gpus")]
+    gpus_per_node: Option<usize>,
 }
 
 /// Runs the subcommand; the exit code is 75 when a stop request ended `run` or `probe` early.
@@ -180,8 +197,14 @@ fn probe(matrix: &Matrix, backbone: Option<&str>) -> Result<ExitCode> {
 }
 
 fn run_matrix(args: RunArgs) -> Result<ExitCode> {
-    let matrix = args.spec.open()?;
+    let mut matrix = args.spec.open()?;
     eprintln!("results: {}", resolved(&matrix.results));
+    if !args.devices.is_empty() {
+        return run_on_devices(&matrix, args);
+    }
+    if let Some(device) = &args.device {
+        matrix.on_device(device);
+    }
     let options = RunOptions {
         cell: args.cell,
         force: args.force,
@@ -189,16 +212,44 @@ fn run_matrix(args: RunArgs) -> Result<ExitCode> {
     };
     stop_on_signals()?;
     let states = run_cells(&matrix, &options)?;
-    if requested() {
-        return Ok(stopped_or_done());
+    ended(states.iter().map(|(id, state)| (id.as_str(), *state)), "")
+}
+
+/// A worker per device: the cells as each ended, with the device and log of each.
+fn run_on_devices(matrix: &Matrix, args: RunArgs) -> Result<ExitCode> {
+    let run = DeviceRun {
+        lsr: std::env::current_exe()?,
+        devices: args.devices,
+        force: args.force,
+        k_from_probe: args.k_from.is_some(),
+    };
+    let workers = Workers::default();
+    forward_stops(&workers)?;
+    let worked = devices::run_on_devices(matrix, &run, &workers)?;
+    for cell in &worked {
+        let log = resolved(&cell.log);
+        eprintln!("{}\t{}\t{}\t{log}", cell.cell, cell.device, cell.state);
     }
-    let failed: Vec<&str> = (states.iter())
-        .filter(|(_, s)| *s == CellState::Failed)
-        .map(|(id, _)| id.as_str())
+    let states = worked.iter().map(|cell| (cell.cell.as_str(), cell.state));
+    ended(states, "; each cell's output is <results>/<cell>.log")
+}
+
+/// Code 75 where a stop request ended the run early (or stopped a cell), an error naming the
+/// failed cells, else success.
+fn ended<'a>(
+    states: impl Iterator<Item = (&'a str, CellState)> + Clone,
+    logs: &str,
+) -> Result<ExitCode> {
+    if requested() || states.clone().any(|(_, s)| s == CellState::Interrupted) {
+        eprintln!("stopped on request; run again to continue");
+        return Ok(ExitCode::from(INTERRUPTED_EXIT_CODE));
+    }
+    let failed: Vec<&str> = (states.filter(|(_, s)| *s == CellState::Failed))
+        .map(|(id, _)| id)
         .collect();
     if !failed.is_empty() {
         bail!(
-            "{} cell(s) failed: {} (see failure.json in their results directories)",
+            "{} cell(s) failed: {} (see failure.json in their results directories{logs})",
             failed.len(),
             failed.join(", ")
         );
@@ -222,6 +273,7 @@ fn slurm(args: SlurmArgs) -> Result<()> {
         time: args.time,
         lsr: args.lsr,
         parallel: args.parallel,
+        gpus_per_node: args.gpus_per_node,
     };
     let (script, cells) = job_array(&matrix, &options)?;
     match (cells.is_empty(), args.out) {
@@ -229,7 +281,11 @@ fn slurm(args: SlurmArgs) -> Result<()> {
         (false, Some(path)) => {
             lsr_files::write_bytes(&path, script.as_bytes())?;
             let (n, path) = (cells.len(), path.display());
-            eprintln!("{n} cells → {path} (submit with: sbatch {path})");
+            let tasks = match args.gpus_per_node {
+                Some(gpus) => format!(", {} tasks of {gpus} GPUs", n.div_ceil(gpus)),
+                None => String::new(),
+            };
+            eprintln!("{n} cells{tasks} → {path} (submit with: sbatch {path})");
         }
         (false, None) => print!("{script}"),
     }
@@ -272,7 +328,8 @@ fn verify(matrix: &Matrix, against: Option<&Path>) -> Result<()> {
 /// in the results folder it looked in, the TensorBoard command that shows the cells' training, a
 /// line per finished probe; or one JSON object
 /// `{"backbones": {name: {"checkpoint", "commit"}}, "data": {name: {"pinned", "pins"}},
-/// "cells": {id: state}, "probes": {backbone: k}, "results": "<absolute folder>"}`.
+/// "cells": {id: state}, "running": {id: {"device", "pid"}}, "probes": {backbone: k},
+/// "results": "<absolute folder>"}`. A cell a live process holds says which, and on which device.
 fn status(spec: &SpecArgs, json: bool) -> Result<()> {
     let matrix = spec.load()?;
     let (backbones, data) = (matrix.backbone_pins(), matrix.data_pins());
@@ -290,60 +347,21 @@ fn status(spec: &SpecArgs, json: bool) -> Result<()> {
         }
     }
     matrix.check_inputs()?;
-    let mut states = Vec::new();
-    for cell in &matrix.cells {
-        states.push((cell.id.clone(), cell.state()?));
-    }
+    let states = cell_states(&matrix)?;
     let probes = finished(&matrix)?;
     if json {
-        let cells: serde_json::Map<String, serde_json::Value> = states
-            .iter()
-            .map(|(id, state)| (id.clone(), serde_json::to_value(state).expect("a state")))
-            .collect();
-        let chosen: serde_json::Map<String, serde_json::Value> = probes
-            .iter()
-            .map(|p| (p.backbone.clone(), p.chosen_k.into()))
-            .collect();
-        let backbones: serde_json::Map<String, serde_json::Value> = backbones
-            .iter()
-            .map(|pin| {
-                let commit = match &pin.pinning {
-                    Pinning::Commit { commit, .. } => Some(commit),
-                    _ => None,
-                };
-                let record = serde_json::json!({ "checkpoint": pin.checkpoint, "commit": commit });
-                (pin.backbone.clone(), record)
-            })
-            .collect();
-        let data: serde_json::Map<String, serde_json::Value> = data
-            .iter()
-            .map(|pin| {
-                let record = match &pin.pins {
-                    Ok(pins) => {
-                        serde_json::json!({ "pinned": pins.all_pinned(), "pins": pins.to_string() })
-                    }
-                    Err(why) => serde_json::json!({ "pinned": false, "pins": why }),
-                };
-                (pin.dataset.clone(), record)
-            })
-            .collect();
-        let results = std::path::absolute(&matrix.results)?;
-        println!(
-            "{}",
-            serde_json::json!({
-                "backbones": backbones,
-                "data": data,
-                "cells": cells,
-                "probes": chosen,
-                "results": results,
-            })
-        );
-        return Ok(());
+        return status_json(&matrix, &backbones, &data, &states, &probes);
     }
-    for (id, state) in &states {
-        println!("{id}\t{state}");
+    for cell in &states {
+        match &cell.running {
+            Some(on) => println!(
+                "{}\t{} on {} (pid {})",
+                cell.id, cell.state, on.note, on.pid
+            ),
+            None => println!("{}\t{}", cell.id, cell.state),
+        }
     }
-    let done = states.iter().filter(|(_, s)| *s == CellState::Done).count();
+    let done = states.iter().filter(|c| c.state == CellState::Done).count();
     println!(
         "{done}/{} done in {}",
         states.len(),
@@ -372,5 +390,83 @@ fn status(spec: &SpecArgs, json: bool) -> Result<()> {
             scores.join(", ")
         );
     }
+    Ok(())
+}
+
+/// A cell's state, and the live process of this machine running it, if one is.
+struct CellStatus {
+    id: String,
+    state: CellState,
+    running: Option<Holder>,
+}
+
+fn cell_states(matrix: &Matrix) -> Result<Vec<CellStatus>> {
+    let mut states = Vec::new();
+    for cell in &matrix.cells {
+        states.push(CellStatus {
+            id: cell.id.clone(),
+            state: cell.state()?,
+            running: matrix.running(cell),
+        });
+    }
+    Ok(states)
+}
+
+/// `lsr matrix status --json`.
+fn status_json(
+    matrix: &Matrix,
+    backbones: &[BackbonePin],
+    data: &[DataPin],
+    states: &[CellStatus],
+    probes: &[Probe],
+) -> Result<()> {
+    type Map = serde_json::Map<String, serde_json::Value>;
+    let cells: Map = (states.iter())
+        .map(|c| {
+            (
+                c.id.clone(),
+                serde_json::to_value(c.state).expect("a state"),
+            )
+        })
+        .collect();
+    let running: Map = (states.iter())
+        .filter_map(|c| {
+            let on = c.running.as_ref()?;
+            Some((
+                c.id.clone(),
+                serde_json::json!({ "device": on.note, "pid": on.pid }),
+            ))
+        })
+        .collect();
+    let chosen: Map = (probes.iter())
+        .map(|p| (p.backbone.clone(), p.chosen_k.into()))
+        .collect();
+    let backbones: Map = (backbones.iter())
+        .map(|pin| {
+            let commit = match &pin.pinning {
+                Pinning::Commit { commit, .. } => Some(commit),
+                _ => None,
+            };
+            let record = serde_json::json!({ "checkpoint": pin.checkpoint, "commit": commit });
+            (pin.backbone.clone(), record)
+        })
+        .collect();
+    let data: Map = (data.iter())
+        .map(|pin| {
+            let record = match &pin.pins {
+                Ok(pins) => {
+                    serde_json::json!({ "pinned": pins.all_pinned(), "pins": pins.to_string() })
+                }
+                Err(why) => serde_json::json!({ "pinned": false, "pins": why }),
+            };
+            (pin.dataset.clone(), record)
+        })
+        .collect();
+    let results = std::path::absolute(&matrix.results)?;
+    let status = serde_json::json!({
+        "backbones": backbones, "data": data, "cells": cells, "running": running,
+        "probes": chosen, "results": results,
+    });
+    println!("{status}");
     Ok(())
 }

@@ -31,6 +31,11 @@ pub struct ModelArgs {
 }
 
 impl ModelArgs {
+    /// Encodes on `device`, whatever `--device` said.
+    pub fn on_device(&mut self, device: &str) {
+        self.device = Some(device.to_string());
+    }
+
     /// Loads the checkpoint (texts truncated to `max_length` tokens) and rescales its head.
     pub fn encoder(&self, max_length: usize) -> Result<SpladeEncoder> {
         let device = parse_device(self.device.as_deref())?;

@@ -10,6 +10,7 @@ pub mod download;
 pub mod error;
 pub mod fetch;
 pub mod miniature;
+pub mod pickle;
 pub mod registry;
 pub mod teacher;
 pub mod trec;

@@ -5,7 +5,9 @@
 //! positive_id, negative_id, score` whose score is the margin `teacher(q, d⁺) − teacher(q, d⁻)`
 //! (`sentence-transformers/msmarco`, `bert-ensemble-margin-mse`). Both become
 //! [`TeacherScores`]: per query, scored positives and scored negatives, ids as integers, every
-//! score finite. What the anchors skip (a query without judgements, a query without a scored
+//! score finite. The pickle's ids and scores may be Python's or NumPy's numbers (what
+//! `CrossEncoder.predict` returns), a score also a NumPy array of one (`pickle.rs` reads them);
+//! an id written two ways (`5` and `'5'`) is one id, counted in [`Respelled`]. What the anchors skip (a query without judgements, a query without a scored
 //! negative) is skipped and counted; anything else wrong is an error naming the file and the
 //! record.
 
@@ -13,10 +15,10 @@ use std::collections::BTreeMap;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
-use serde::de::{Deserializer, MapAccess, Visitor};
+use std::collections::HashMap;
 
 use crate::error::{DataError, Result};
+use crate::pickle::Value;
 use crate::trec::{Qrels, open_text};
 
 /// Scored candidates per query, in flat arrays: query `q`'s positives are
@@ -28,6 +30,8 @@ pub struct TeacherScores {
     pub scores: Vec<f32>,
     /// What was left out, as the anchors leave it out.
     pub skipped: Skipped,
+    /// Ids the file writes two ways, each read as one id.
+    pub respelled: Respelled,
 }
 
 /// One training query: its id and the ranges of its scored positives and negatives.
@@ -38,15 +42,27 @@ pub struct ScoredQuery {
     pub negatives: Range<usize>,
 }
 
-/// Queries the readers leave out, as naver/splade's readers do.
+/// Queries the reader leaves out.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Skipped {
-    /// Scored queries without a positive in the qrels (`MsMarcoHardNegatives` keeps judged
-    /// queries only).
+    /// Scored queries without a positive in the qrels: both of naver/splade's readers
+    /// (`MsMarcoHardNegatives`, the HF trainer's `L2I_Dataset`) keep judged queries only.
     pub unjudged: usize,
-    /// Queries whose every scored passage is a positive (the HF trainer keeps a query only if
-    /// it has more scored passages than positives).
+    /// Queries whose every scored passage is a positive: the HF trainer keeps a query only if
+    /// it has more scored passages than positives; `MsMarcoHardNegatives` keeps it and raises
+    /// `ValueError` when it draws a negative from none.
     pub without_negatives: usize,
+}
+
+/// Ids a pickle writes twice, as Python's dict allows under two spellings (the int `5` and the
+/// str `'5'`, or `'05'`), each read as one id. naver/splade's `MsMarcoHardNegatives` would train
+/// such a query twice; its HF trainer, making both keys `str(k)`, keeps the later one's.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Respelled {
+    /// Query keys joined to an earlier key of the same id, their candidates with it.
+    pub queries: usize,
+    /// Passages scored twice under one query, kept once (their two scores equal).
+    pub passages: usize,
 }
 
 impl TeacherScores {
@@ -84,128 +100,40 @@ impl TeacherScores {
     }
 }
 
-/// An id in a pickle: an int (the sentence-transformers file) or a string of digits (naver's
-/// toy file, its qrels).
-struct PickleId(u64);
-
-impl<'de> Deserialize<'de> for PickleId {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> std::result::Result<Self, D::Error> {
-        struct IdVisitor;
-        impl Visitor<'_> for IdVisitor {
-            type Value = PickleId;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("an integer id, or a string of one")
-            }
-            fn visit_u64<E: serde::de::Error>(self, v: u64) -> std::result::Result<PickleId, E> {
-                Ok(PickleId(v))
-            }
-            fn visit_i64<E: serde::de::Error>(self, v: i64) -> std::result::Result<PickleId, E> {
-                u64::try_from(v)
-                    .map(PickleId)
-                    .map_err(|_| E::custom(format!("negative id {v}")))
-            }
-            fn visit_str<E: serde::de::Error>(self, v: &str) -> std::result::Result<PickleId, E> {
-                v.trim()
-                    .parse()
-                    .map(PickleId)
-                    .map_err(|_| E::custom(format!("id `{v}` is not an integer")))
-            }
-        }
-        deserializer.deserialize_any(IdVisitor)
-    }
-}
-
-/// A score in a pickle: a float, or an int.
-struct PickleScore(f64);
-
-impl<'de> Deserialize<'de> for PickleScore {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> std::result::Result<Self, D::Error> {
-        struct ScoreVisitor;
-        impl Visitor<'_> for ScoreVisitor {
-            type Value = PickleScore;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a number")
-            }
-            fn visit_f64<E: serde::de::Error>(self, v: f64) -> std::result::Result<PickleScore, E> {
-                Ok(PickleScore(v))
-            }
-            fn visit_i64<E: serde::de::Error>(self, v: i64) -> std::result::Result<PickleScore, E> {
-                Ok(PickleScore(v as f64))
-            }
-            fn visit_u64<E: serde::de::Error>(self, v: u64) -> std::result::Result<PickleScore, E> {
-                Ok(PickleScore(v as f64))
-            }
-        }
-        deserializer.deserialize_any(ScoreVisitor)
-    }
-}
-
-/// A pickled dict as its `(key, value)` pairs in the file's order.
-struct Pairs<K, V>(Vec<(K, V)>);
-
-impl<'de, K: Deserialize<'de>, V: Deserialize<'de>> Deserialize<'de> for Pairs<K, V> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> std::result::Result<Self, D::Error> {
-        struct PairsVisitor<K, V>(std::marker::PhantomData<(K, V)>);
-        impl<'de, K: Deserialize<'de>, V: Deserialize<'de>> Visitor<'de> for PairsVisitor<K, V> {
-            type Value = Pairs<K, V>;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a dict")
-            }
-            fn visit_map<A: MapAccess<'de>>(
-                self,
-                mut map: A,
-            ) -> std::result::Result<Pairs<K, V>, A::Error> {
-                let mut pairs = Vec::with_capacity(map.size_hint().unwrap_or(0));
-                while let Some(pair) = map.next_entry()? {
-                    pairs.push(pair);
-                }
-                Ok(Pairs(pairs))
-            }
-        }
-        deserializer.deserialize_map(PairsVisitor(std::marker::PhantomData))
-    }
-}
-
 /// naver/splade's pickle `{qid: {pid: score}}` (gzipped when its name ends in `.gz`), each
 /// query's positives being the documents `qrels` grades ≥ 1. Every positive must be scored
 /// (naver's `MsMarcoHardNegatives` takes its score from the file); unjudged queries and queries
 /// without a scored negative are skipped and counted.
 pub fn read_pickle(path: &Path, qrels: &Qrels) -> Result<TeacherScores> {
-    let reader = open_text(path)?;
-    let table: Pairs<PickleId, Pairs<PickleId, PickleScore>> =
-        serde_pickle::from_reader(reader, serde_pickle::DeOptions::new()).map_err(|e| {
-            DataError::File {
-                path: path.to_path_buf(),
-                message: format!(
-                    "not a pickled {{qid: {{pid: score}}}} dict (truncated or corrupt?): {e}"
-                ),
-            }
-        })?;
+    let (table, respelled) = read_score_table(path)?;
     let record = |qid: u64, pid: u64, message: String| DataError::File {
         path: path.to_path_buf(),
         message: format!("query {qid}, passage {pid}: {message}"),
     };
-    let mut teacher = TeacherScores::default();
-    for (PickleId(qid), Pairs(candidates)) in table.0 {
-        let relevant: Vec<&String> = (qrels.queries.get(&qid.to_string()).into_iter())
+    let mut teacher = TeacherScores {
+        respelled,
+        ..TeacherScores::default()
+    };
+    for (qid, candidates) in table {
+        let relevant: Vec<u64> = (qrels.queries.get(&qid.to_string()).into_iter())
             .flatten()
             .filter(|(_, grade)| **grade >= 1)
-            .map(|(pid, _)| pid)
+            .filter_map(|(pid, _)| pid.parse().ok())
             .collect();
         if relevant.is_empty() {
             teacher.skipped.unjudged += 1;
             continue;
         }
         let (mut positives, mut negatives) = (Vec::new(), Vec::new());
-        for (PickleId(pid), PickleScore(score)) in candidates {
+        for (pid, score) in candidates {
             let score = finite(score).ok_or_else(|| record(qid, pid, format!("score {score}")))?;
-            match relevant.contains(&&pid.to_string()) {
+            match relevant.contains(&pid) {
                 true => positives.push((pid, score)),
                 false => negatives.push((pid, score)),
             }
         }
         if let Some(unscored) =
-            (relevant.iter()).find(|pid| !positives.iter().any(|(p, _)| p.to_string() == ***pid))
+            (relevant.iter()).find(|&&pid| !positives.iter().any(|p| p.0 == pid))
         {
             let message = format!("positive {unscored} of the qrels has no teacher score");
             return Err(DataError::File {
@@ -220,6 +148,139 @@ pub fn read_pickle(path: &Path, qrels: &Qrels) -> Result<TeacherScores> {
         teacher.push(qid, &positives, &negatives);
     }
     Ok(teacher)
+}
+
+/// Each query's `(passage, score)` pairs in the file's order.
+type ScoreTable = Vec<(u64, Vec<(u64, f64)>)>;
+
+/// The pickle `{qid: {pid: score}}` as a table, ids written two ways read as one (a query's
+/// candidates joined in the order they come, a passage scored twice kept once if its two
+/// scores are equal, an error if not).
+fn read_score_table(path: &Path) -> Result<(ScoreTable, Respelled)> {
+    let invalid = |message: String| DataError::File {
+        path: path.to_path_buf(),
+        message,
+    };
+    let what = "not a pickled {qid: {pid: score}} dict";
+    let root = crate::pickle::read(open_text(path)?)
+        .map_err(|e| invalid(format!("{what} (truncated or corrupt?): {e}")))?;
+    let Value::Dict(queries) = &root else {
+        return Err(invalid(format!("{what}: the file holds a {}", kind(&root))));
+    };
+    let queries = std::mem::take(&mut *queries.borrow_mut());
+    let mut table: ScoreTable = Vec::with_capacity(queries.len());
+    let mut rows: HashMap<u64, usize> = HashMap::with_capacity(queries.len());
+    let mut respelled = Respelled::default();
+    for (key, candidates) in queries {
+        let qid = id(&key).map_err(|e| invalid(format!("a query key: {e}")))?;
+        let Value::Dict(candidates) = &candidates else {
+            let message = format!(
+                "query {qid}: a {}, not a {{pid: score}} dict",
+                kind(&candidates)
+            );
+            return Err(invalid(message));
+        };
+        let row = *rows.entry(qid).or_insert(table.len());
+        if row == table.len() {
+            table.push((qid, Vec::new()));
+        } else {
+            respelled.queries += 1;
+        }
+        for (key, score) in candidates.borrow().iter() {
+            let pid = id(key).map_err(|e| invalid(format!("query {qid}: a passage key: {e}")))?;
+            let score =
+                score_of(score).map_err(|e| invalid(format!("query {qid}, passage {pid}: {e}")))?;
+            table[row].1.push((pid, score));
+        }
+    }
+    for (qid, candidates) in &mut table {
+        respelled.passages += once_each(candidates)
+            .map_err(|(pid, message)| invalid(format!("query {qid}, passage {pid}: {message}")))?;
+    }
+    Ok((table, respelled))
+}
+
+/// Keeps the first of each passage's pairs, returning how many were dropped; a passage scored
+/// twice with two scores is an error. Sorting a copy of the ids finds the common case, no
+/// passage twice, in `n log n`.
+fn once_each(candidates: &mut Vec<(u64, f64)>) -> std::result::Result<usize, (u64, String)> {
+    let mut ids: Vec<u64> = candidates.iter().map(|c| c.0).collect();
+    ids.sort_unstable();
+    if ids.windows(2).all(|pair| pair[0] != pair[1]) {
+        return Ok(0);
+    }
+    let before = candidates.len();
+    let mut seen: HashMap<u64, f64> = HashMap::with_capacity(before);
+    let mut conflict = None;
+    candidates.retain(|&(pid, score)| match seen.insert(pid, score) {
+        None => true,
+        Some(first) => {
+            let same = first == score || (first.is_nan() && score.is_nan());
+            if !same && conflict.is_none() {
+                let message = format!(
+                    "scored twice, {first} and {score} (its id written two ways, as {pid} and \
+                     '{pid}'?)"
+                );
+                conflict = Some((pid, message));
+            }
+            false
+        }
+    });
+    match conflict {
+        Some(conflict) => Err(conflict),
+        None => Ok(before - candidates.len()),
+    }
+}
+
+/// An id: a non-negative int (Python's or NumPy's) or a str (bytes, from Python 2) of digits.
+fn id(value: &Value) -> std::result::Result<u64, String> {
+    let text = match value {
+        Value::Int(v) => return u64::try_from(*v).map_err(|_| format!("negative id {v}")),
+        Value::Str(text) => text.to_string(),
+        Value::Bytes(bytes) => String::from_utf8_lossy(bytes).into_owned(),
+        other => {
+            return Err(format!(
+                "a {} where an id (int or str) is expected",
+                kind(other)
+            ));
+        }
+    };
+    (text.trim().parse()).map_err(|_| format!("id `{text}` is not an integer"))
+}
+
+/// A score: a number (Python's or NumPy's), or a NumPy array holding exactly one.
+fn score_of(value: &Value) -> std::result::Result<f64, String> {
+    match value {
+        Value::Float(v) => Ok(*v),
+        Value::Int(v) => Ok(*v as f64),
+        Value::Array(array) => match &array.borrow().values[..] {
+            [one] => score_of(one),
+            values => Err(format!(
+                "a NumPy array of {} values (shape {:?}) where one score is expected",
+                values.len(),
+                array.borrow().shape
+            )),
+        },
+        other => Err(format!("a {} where a score is expected", kind(other))),
+    }
+}
+
+/// What Python would call the value's type.
+fn kind(value: &Value) -> &'static str {
+    match value {
+        Value::None => "None",
+        Value::Bool(_) => "bool",
+        Value::Int(_) => "int",
+        Value::Float(_) => "float",
+        Value::Str(_) => "str",
+        Value::Bytes(_) => "bytes",
+        Value::Tuple(_) => "tuple",
+        Value::List(_) => "list",
+        Value::Dict(_) => "dict",
+        Value::Array(_) => "NumPy array",
+        Value::Global(_) => "class or function",
+        Value::Dtype(_) => "NumPy dtype",
+    }
 }
 
 /// A finite score as f32 (what the loss computes in), `None` if it is not finite there.
@@ -382,6 +443,50 @@ mod tests {
         let ids = |t: &TeacherScores| t.queries.iter().map(|q| q.id).collect::<Vec<_>>();
         assert_eq!(ids(&strings), ids(&teacher));
         assert_eq!(strings.documents, teacher.documents);
+    }
+
+    /// `numpy_pickles.py`'s variants of scores.pkl.gz: NumPy int64 ids and float32 scores (as
+    /// `CrossEncoder.predict` returns them), and the first query written as 100 and '100' with
+    /// one passage twice, read as the table itself.
+    #[test]
+    fn numpy_numbers_and_ids_written_two_ways_read_as_the_python_table() {
+        let python = read_pickle(&fixtures().join("scores.pkl.gz"), &qrels()).unwrap();
+        let numpy = read_pickle(&fixtures().join("scores-numpy.pkl.gz"), &qrels()).unwrap();
+        assert_eq!(numpy, python);
+        let respelled = read_pickle(&fixtures().join("scores-respelled.pkl.gz"), &qrels()).unwrap();
+        let merged = Respelled {
+            queries: 1,
+            passages: 1,
+        };
+        assert_eq!(respelled.respelled, merged);
+        assert_eq!(
+            TeacherScores {
+                respelled: Respelled::default(),
+                ..respelled
+            },
+            python
+        );
+    }
+
+    #[test]
+    fn a_passage_written_two_ways_with_two_scores_is_an_error_naming_both() {
+        use serde_pickle::{HashableValue as Key, Value};
+        let candidates = [(Key::I64(0), 7.0), (Key::String("0".into()), 6.5)];
+        let candidates = candidates.into_iter().map(|(k, s)| (k, Value::F64(s)));
+        let table = [(Key::I64(100), Value::Dict(candidates.collect()))];
+        let bytes = serde_pickle::value_to_vec(
+            &Value::Dict(table.into_iter().collect()),
+            serde_pickle::SerOptions::new(),
+        )
+        .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("twice.pkl");
+        std::fs::write(&path, bytes).unwrap();
+        let message = read_pickle(&path, &qrels()).unwrap_err().to_string();
+        assert!(
+            message.contains("twice.pkl: query 100, passage 0: scored twice, 7 and 6.5"),
+            "{message}"
+        );
     }
 
     fn pickle(dir: &tempfile::TempDir, scores: &[(u64, &[(u64, f64)])]) -> PathBuf {

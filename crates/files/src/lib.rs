@@ -6,8 +6,9 @@
 //! runs (`probe`), how a path relative to the working directory is shown (`resolved`), the commit
 //! lsr was built from (`provenance`), what a matrix's results hold for the report (`results`: the
 //! expanded matrix, a cell's metrics, per-query measures, the training log), a run's TensorBoard
-//! event files, written as it trains and read back (`tensorboard`), and how a number is written as
-//! text (`number`). It compiles no tensor code, so the report reads results without burn. For
+//! event files, written as it trains and read back (`tensorboard`), how a number is written as
+//! text (`number`), the stop a signal requests (`stop`) and worker processes that a parent runs
+//! one per device and passes stop requests on to (`workers`). It compiles no tensor code, so the report reads results without burn. For
 //! tests: the rule for one that cannot set up its environment (`ci`), a file damaged in place
 //! (`damage`) and, with the `small-disk` feature, a small tmpfs to fill (`small_disk`).
 
@@ -26,6 +27,7 @@ pub mod small_disk;
 pub mod status;
 pub mod stop;
 pub mod tensorboard;
+pub mod workers;
 
 pub use atomic::{
     AtomicFile, write_atomically, write_bytes, write_directory, write_json, write_through_path,

@@ -28,6 +28,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("trec_qrels", trec_qrels),
     ("beir", beir),
     ("triples", triples),
+    ("teacher", teacher),
     ("vectors", vectors),
     ("matrix", matrix),
     ("cell", cell),
@@ -186,6 +187,21 @@ pub fn trec_run(data: &[u8]) {
 /// TREC or BEIR qrels (gzipped if the data is).
 pub fn trec_qrels(data: &[u8]) {
     let _ = Qrels::read(&scratch_file(&gz_name("qrels.txt", data), data));
+}
+
+/// A teacher's pickle `{qid: {pid: score}}` (gzipped if the data is), against qrels judging
+/// passage q − 100 of each query q < 200 as the fixtures' qrels do, so that the scores are read
+/// through to the queries they make.
+pub fn teacher(data: &[u8]) {
+    let judged = (100..200).map(|q: u32| {
+        let positive = std::collections::HashMap::from([((q - 100).to_string(), 1)]);
+        (q.to_string(), positive)
+    });
+    let qrels = Qrels {
+        queries: judged.collect(),
+    };
+    let path = scratch_file(&gz_name("scores.pkl", data), data);
+    let _ = lsr_data::teacher::read_pickle(&path, &qrels);
 }
 
 /// A data set's corpus, queries and qrels: the data split at its first two NUL bytes. A part

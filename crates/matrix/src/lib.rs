@@ -4,7 +4,8 @@
 //! run cell by cell — train, then evaluate the trained model — into `results/<matrix>/<cell>/`,
 //! skipping finished cells, resuming interrupted ones, recording collapsed and failed ones and
 //! going on; a cell's `[validation]` set is scored during training through this crate's
-//! validator. It also writes a Slurm job array that runs the missing cells in parallel, and
+//! validator. It also runs a matrix over several devices, a worker process per device
+//! (`devices`), writes a Slurm job array that runs the missing cells in parallel, and
 //! probes each backbone's grid with the beginnings of its cells to choose one k before the
 //! full runs. Before any of that starts, everything a matrix names is checked (`preflight`).
 //! A variant (`variant`: `--set`, `--results`) is the file changed for one invocation, and
@@ -13,6 +14,7 @@
 //! What it writes is all the report needs: it never reads this crate.
 
 pub mod cell;
+pub mod devices;
 pub mod error;
 pub mod pins;
 pub mod preflight;

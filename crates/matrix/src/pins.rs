@@ -1,7 +1,8 @@
 //! What a matrix fixes of the inputs it names, as `lsr matrix status` reports it: each
 //! backbone's hub commit (a name without one loads whatever its branch is that day), and how
 //! the files of each evaluated and validation data set are checked when fetched (md5, and the
-//! commit of hub repositories). Read from the file alone, nothing on disk.
+//! commit of hub repositories). Read from the file alone, nothing on disk; and whether two
+//! matrices meant to be compared train the same checkpoints.
 
 use lsr_backbone::Pinning;
 use lsr_data::registry::{Pins, pins};
@@ -39,6 +40,33 @@ impl Matrix {
             }
         }
         found
+    }
+
+    /// How this matrix's backbones differ from `other`'s, a line each: a backbone only one of
+    /// them trains, or trained from another checkpoint (id or commit). Empty: the same.
+    pub fn backbone_differences(&self, other: &Matrix) -> Vec<String> {
+        let (here, there) = (self.backbone_pins(), other.backbone_pins());
+        let find = |pins: &[BackbonePin], name: &str| {
+            (pins.iter().find(|pin| pin.backbone == name)).map(|pin| pin.checkpoint.clone())
+        };
+        let mut differences = Vec::new();
+        for pin in &here {
+            match find(&there, &pin.backbone) {
+                None => differences.push(format!("backbone `{}` only here", pin.backbone)),
+                Some(checkpoint) if checkpoint != pin.checkpoint => differences.push(format!(
+                    "backbone `{}` is `{}` here, `{checkpoint}` there",
+                    pin.backbone, pin.checkpoint
+                )),
+                Some(_) => {}
+            }
+        }
+        for pin in there
+            .iter()
+            .filter(|pin| find(&here, &pin.backbone).is_none())
+        {
+            differences.push(format!("backbone `{}` only there", pin.backbone));
+        }
+        differences
     }
 
     /// The evaluated data sets, in the file's order, then the validation set if there is one.

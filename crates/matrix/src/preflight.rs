@@ -1,6 +1,7 @@
 //! What a matrix names on disk, checked before any cell starts, by `lsr matrix status`, `run`,
 //! `probe` and `slurm` alike ([`Matrix::open`]): each evaluated data set's files under the data
-//! root, the validation set's, the training files and every backbone's checkpoint. The names
+//! root, the validation set's, the training files, every backbone's checkpoint, and that the
+//! matrix it is to be compared with (`compare_with`) trains the same checkpoints. The names
 //! themselves (data sets, measures, the trade-off set, `[[paper]]`) are checked when the file
 //! is read ([`Matrix::load`]). Every problem is reported at once: one round trip, not one per
 //! mistake, before days of GPU time.
@@ -63,6 +64,7 @@ impl Matrix {
                 }
             }
         }
+        problems.extend(self.comparable());
         if problems.is_empty() {
             return Ok(());
         }
@@ -76,5 +78,20 @@ impl Matrix {
                 problems.join("\n  - ")
             ),
         })
+    }
+
+    /// The problems of reading this matrix beside its `compare_with`: each backbone it trains
+    /// differently, or why that file cannot be read.
+    fn comparable(&self) -> Vec<String> {
+        let Some(path) = &self.compare_with else {
+            return Vec::new();
+        };
+        let problem = |d: String| format!("compare_with {}: {d}", resolved(path));
+        match Matrix::load(path) {
+            Ok(other) => (self.backbone_differences(&other).into_iter())
+                .map(problem)
+                .collect(),
+            Err(e) => vec![problem(e.to_string())],
+        }
     }
 }

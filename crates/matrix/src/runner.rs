@@ -43,23 +43,16 @@ type CellMetrics = lsr_files::CellMetrics<DatasetReport>;
 /// cell's final state.
 pub fn run_cells(matrix: &Matrix, options: &RunOptions) -> Result<Vec<(String, CellState)>> {
     write_summary(matrix)?;
-    let selected: Vec<&Cell> = match (&options.cell, options.k_from_probe) {
-        (Some(id), false) => vec![matrix.cell(id)?],
-        (None, false) => matrix.cells.iter().collect(),
-        (None, true) => crate::probe::chosen_cells(matrix)?,
-        (Some(_), true) => {
-            let message = "a cell and --k-from probe exclude each other".into();
-            return Err(MatrixError::Validation(message));
-        }
-    };
     let mut states = Vec::new();
-    let locks = matrix.results.join(".locks");
-    for cell in selected {
+    let locks = locks_dir(matrix);
+    for cell in selected(matrix, options)? {
         if lsr_files::stop::requested() {
             break;
         }
         // Two matrix runs over one matrix split its cells: a cell another run holds is skipped.
-        let _lock = match OutputLock::try_acquire(&locks, &format!("{}.lock", cell.id))? {
+        // The lock notes the device, which `lsr matrix status` shows beside a running cell.
+        let device = matrix.device.as_deref().unwrap_or("the default device");
+        let _lock = match OutputLock::try_acquire_noting(&locks, &lock_name(cell), device)? {
             Ok(lock) => lock,
             Err(holder) => {
                 let by = holder
@@ -110,6 +103,36 @@ pub fn run_cells(matrix: &Matrix, options: &RunOptions) -> Result<Vec<(String, C
         }
     }
     Ok(states)
+}
+
+/// The cells `options` asks for, in matrix order: one, those the probes chose, or all.
+pub(crate) fn selected<'m>(matrix: &'m Matrix, options: &RunOptions) -> Result<Vec<&'m Cell>> {
+    match (&options.cell, options.k_from_probe) {
+        (Some(id), false) => Ok(vec![matrix.cell(id)?]),
+        (None, false) => Ok(matrix.cells.iter().collect()),
+        (None, true) => crate::probe::chosen_cells(matrix),
+        (Some(_), true) => {
+            let message = "a cell and --k-from probe exclude each other".into();
+            Err(MatrixError::Validation(message))
+        }
+    }
+}
+
+impl Matrix {
+    /// The live process running `cell` (from any `lsr matrix run`, here or elsewhere) and the
+    /// device it noted, read without taking the cell's lock.
+    pub fn running(&self, cell: &Cell) -> Option<lsr_files::lock::Holder> {
+        lsr_files::lock::live_holder(&locks_dir(self), &lock_name(cell))
+    }
+}
+
+/// Where the cells' locks are: one per cell, held by the process running it.
+pub(crate) fn locks_dir(matrix: &Matrix) -> std::path::PathBuf {
+    matrix.results.join(".locks")
+}
+
+pub(crate) fn lock_name(cell: &Cell) -> String {
+    format!("{}.lock", cell.id)
 }
 
 fn run_cell(matrix: &Matrix, cell: &Cell) -> Result<CellState> {
@@ -216,7 +239,7 @@ fn evaluate(
     Ok(metrics)
 }
 
-fn write_summary(matrix: &Matrix) -> Result<()> {
+pub(crate) fn write_summary(matrix: &Matrix) -> Result<()> {
     let summary = MatrixSummary {
         format: lsr_files::results::FORMAT,
         name: matrix.name.clone(),
@@ -236,6 +259,6 @@ fn write_summary(matrix: &Matrix) -> Result<()> {
     Ok(summary.write(&matrix.results)?)
 }
 
-fn write_json(path: &Path, value: &impl Serialize) -> Result<()> {
+pub(crate) fn write_json(path: &Path, value: &impl Serialize) -> Result<()> {
     Ok(lsr_files::write_json(path, value)?)
 }

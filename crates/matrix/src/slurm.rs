@@ -1,5 +1,7 @@
 //! Scale-out on a lab cluster: an sbatch job array with one task per missing cell, each running
-//! `lsr matrix run FILE --cell ID` into the same results layout. Ten minutes before its time
+//! `lsr matrix run FILE --cell ID` into the same results layout, or (`--gpus-per-node N`) one
+//! task per node of N GPUs, each running `lsr matrix run FILE --devices cuda:0,…` over them
+//! until no cell is left (`devices.rs`), as many tasks as fill the missing cells. Ten minutes before its time
 //! limit a task passes SIGUSR1 on to lsr, which checkpoints at its next step and exits with
 //! code 75; the task then requeues itself and the new run resumes from that checkpoint.
 //! Everything a task needs exists when the script is written: the folder of its log (Slurm
@@ -27,7 +29,7 @@ while :; do
   if [ "$interrupted" = 0 ] || [ "$rc" -le 128 ]; then break; fi
 done
 if [ "$rc" -eq 75 ]; then
-  echo "cell $CELL stopped at a checkpoint; requeueing"
+  echo "$WHAT stopped at a checkpoint; requeueing"
   scontrol requeue "${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}"
 fi
 exit "$rc"
@@ -46,6 +48,9 @@ pub struct SlurmOptions {
     pub lsr: String,
     /// At most this many tasks at once (`%N` of `--array`).
     pub parallel: Option<usize>,
+    /// A task per node of this many GPUs, running the cells over all of them
+    /// (`lsr matrix run --devices cuda:0,…`), instead of a task per cell; `gpus` is then this.
+    pub gpus_per_node: Option<usize>,
 }
 
 /// The script, and the ids of the cells it runs (none: the matrix is complete); creates the
@@ -61,42 +66,25 @@ pub fn job_array(matrix: &Matrix, options: &SlurmOptions) -> Result<(String, Vec
     std::fs::create_dir_all(logs).map_err(|e| MatrixError::io(logs, e))?;
     let logs = std::path::absolute(logs).map_err(|e| MatrixError::io(logs, e))?;
     let workdir = std::env::current_dir().map_err(|e| MatrixError::io(".", e))?;
-    let mut s = String::new();
-    let last = cells.len().saturating_sub(1);
+    let matrix_path: Vec<String> = matrix.arguments().iter().map(|a| shell_word(a)).collect();
+    let matrix_path = matrix_path.join(" ");
+    let (tasks, gpus) = match options.gpus_per_node {
+        Some(n) => (cells.len().div_ceil(n), n),
+        None => (cells.len(), options.gpus),
+    };
+    let mut s = header(&matrix_path, options.gpus_per_node.is_some());
+    let last = tasks.saturating_sub(1);
     let limit = options
         .parallel
         .map(|n| format!("%{n}"))
         .unwrap_or_default();
-    let variant: String = (matrix.variant.arguments().iter())
-        .map(|a| format!(" {}", shell_word(a)))
-        .collect();
-    let matrix_path = format!(
-        "{}{variant}",
-        shell_word(&matrix.path.display().to_string())
-    );
-    writeln!(s, "#!/bin/bash").unwrap();
-    writeln!(
-        s,
-        "# Written by `lsr matrix slurm {matrix_path}`: one array task per cell not yet done."
-    )
-    .unwrap();
-    writeln!(
-        s,
-        "# Submit from anywhere: sbatch <this file>. It runs where it was written, where the"
-    )
-    .unwrap();
-    writeln!(
-        s,
-        "# matrix's relative paths were resolved. Re-running `lsr matrix slurm` after a partial"
-    )
-    .unwrap();
-    writeln!(s, "# run writes a script for what is still missing.").unwrap();
     writeln!(s, "#SBATCH --job-name=lsr-{}", matrix.name).unwrap();
     writeln!(s, "#SBATCH --array=0-{last}{limit}").unwrap();
     if let Some(partition) = &options.partition {
         writeln!(s, "#SBATCH --partition={partition}").unwrap();
     }
-    writeln!(s, "#SBATCH --gres=gpu:{}", options.gpus).unwrap();
+    writeln!(s, "#SBATCH --nodes=1").unwrap();
+    writeln!(s, "#SBATCH --gres=gpu:{gpus}").unwrap();
     writeln!(s, "#SBATCH --cpus-per-task={}", options.cpus).unwrap();
     writeln!(s, "#SBATCH --mem={}", options.memory).unwrap();
     writeln!(s, "#SBATCH --time={}", options.time).unwrap();
@@ -106,17 +94,46 @@ pub fn job_array(matrix: &Matrix, options: &SlurmOptions) -> Result<(String, Vec
     writeln!(s, "#SBATCH --chdir={}", workdir.display()).unwrap();
     writeln!(s, "#SBATCH --output={}/slurm-%A_%a.out", logs.display()).unwrap();
     writeln!(s, "set -uo pipefail").unwrap();
-    writeln!(s, "CELLS=({})", cells.join(" ")).unwrap();
-    writeln!(s, "CELL=${{CELLS[$SLURM_ARRAY_TASK_ID]}}").unwrap();
-    writeln!(s, "echo \"cell $CELL on $(hostname)\"").unwrap();
-    writeln!(
-        s,
-        "{} matrix run {matrix_path} --cell \"$CELL\" &",
-        options.lsr
-    )
-    .unwrap();
+    match options.gpus_per_node {
+        Some(n) => node_task(&mut s, &options.lsr, &matrix_path, n),
+        None => cell_task(&mut s, &options.lsr, &matrix_path, &cells),
+    }
     s.push_str(FORWARD_AND_REQUEUE);
     Ok((s, cells))
+}
+
+/// The script's opening comment: what wrote it, what each task runs, how to submit it.
+fn header(matrix_path: &str, per_node: bool) -> String {
+    let each = match per_node {
+        true => "one array task per node, running the cells not yet done over its GPUs",
+        false => "one array task per cell not yet done",
+    };
+    format!(
+        "#!/bin/bash\n\
+         # Written by `lsr matrix slurm {matrix_path}`: {each}.\n\
+         # Submit from anywhere: sbatch <this file>. It runs where it was written, where the\n\
+         # matrix's relative paths were resolved. Re-running `lsr matrix slurm` after a partial\n\
+         # run writes a script for what is still missing.\n"
+    )
+}
+
+/// A task runs the cell its index names.
+fn cell_task(s: &mut String, lsr: &str, matrix_path: &str, cells: &[String]) {
+    writeln!(s, "CELLS=({})", cells.join(" ")).unwrap();
+    writeln!(s, "CELL=${{CELLS[$SLURM_ARRAY_TASK_ID]}}").unwrap();
+    writeln!(s, "WHAT=\"cell $CELL\"").unwrap();
+    writeln!(s, "echo \"$WHAT on $(hostname)\"").unwrap();
+    writeln!(s, "{lsr} matrix run {matrix_path} --cell \"$CELL\" &").unwrap();
+}
+
+/// A task runs whatever cells are left, a worker per GPU of its node: Slurm numbers a task's
+/// GPUs from 0 (`CUDA_VISIBLE_DEVICES`), and the cells' locks keep two nodes off one cell.
+fn node_task(s: &mut String, lsr: &str, matrix_path: &str, gpus: usize) {
+    let devices: Vec<String> = (0..gpus).map(|i| format!("cuda:{i}")).collect();
+    writeln!(s, "WHAT=\"the cells of task $SLURM_ARRAY_TASK_ID\"").unwrap();
+    writeln!(s, "echo \"$WHAT on $(hostname), {gpus} GPUs\"").unwrap();
+    let devices = devices.join(",");
+    writeln!(s, "{lsr} matrix run {matrix_path} --devices {devices} &").unwrap();
 }
 
 /// `word` as one shell word: as it is when it holds nothing the shell reads, else single-quoted.

@@ -46,6 +46,11 @@ struct MatrixFile {
     validation: Option<ValidationConfig>,
     #[serde(default)]
     probe: Option<ProbeSpec>,
+    /// Another matrix file whose cells these are read beside (relative to this file's folder):
+    /// the pre-flight refuses the two unless they train the same backbones from the same
+    /// checkpoints.
+    #[serde(default)]
+    compare_with: Option<PathBuf>,
 }
 
 /// The probe's share of the recipe's steps unless the matrix's `[probe]` says otherwise.
@@ -197,6 +202,8 @@ pub struct Matrix {
     pub probe_fraction: f64,
     /// What `--set` and `--results` changed in the file.
     pub variant: Variant,
+    /// The matrix file these cells are compared with, resolved against this file's folder.
+    pub compare_with: Option<PathBuf>,
 }
 
 impl Matrix {
@@ -251,7 +258,26 @@ impl Matrix {
             paper: file.paper,
             probe_fraction,
             variant: variant.clone(),
+            compare_with: (file.compare_with)
+                .map(|other| path.parent().unwrap_or(Path::new("")).join(other)),
         })
+    }
+
+    /// The file and the variant's arguments, as another `lsr matrix` command takes them to read
+    /// the same matrix (a Slurm task, a device's worker).
+    pub fn arguments(&self) -> Vec<String> {
+        let mut arguments = vec![self.path.display().to_string()];
+        arguments.extend(self.variant.arguments());
+        arguments
+    }
+
+    /// Runs every cell on `device` instead of the file's (`lsr matrix run --device`): not a
+    /// variant, since the results are the same matrix's, wherever they were computed.
+    pub fn on_device(&mut self, device: &str) {
+        self.device = Some(device.to_string());
+        for cell in &mut self.cells {
+            cell.config.device = Some(device.to_string());
+        }
     }
 
     pub fn cell(&self, id: &str) -> Result<&Cell> {
@@ -841,12 +867,77 @@ lr = 1e-4
         assert_eq!(distil.cells.len(), table1.cells.len());
         assert_eq!(distil.eval.datasets, table1.eval.datasets);
         let recipe = &distil.cells[0].config.recipe;
+        // Table 1's very checkpoints, and a pre-flight that holds them so.
+        assert_eq!(distil.backbone_pins(), table1.backbone_pins());
+        let pinned = |m: &Matrix| {
+            m.backbone_pins()
+                .iter()
+                .filter(|p| p.pinning.is_commit())
+                .count()
+        };
+        assert_eq!((pinned(&distil), pinned(&table1)), (6, 6));
+        assert_eq!(distil.compare_with, Some(experiments.join("table1.toml")));
+        let mini = Matrix::load(&experiments.join("mini.toml")).unwrap();
+        let mini_distil = Matrix::load(&experiments.join("mini-distil.toml")).unwrap();
+        assert_eq!(
+            mini_distil.compare_with,
+            Some(experiments.join("mini.toml"))
+        );
+        assert!(mini_distil.backbone_differences(&mini).is_empty());
         assert_eq!(recipe.distillation, lsr_train::Distillation::MarginMse);
         assert_eq!(recipe.batching, lsr_train::Batching::Cached);
         assert_eq!(
             (recipe.batch_size, recipe.lambda_q, recipe.lambda_d),
             (128, 0.5, 0.4)
         );
+    }
+
+    /// Two matrices meant to be read side by side (`compare_with`, relative to the file's
+    /// folder) must train the same checkpoints: the pre-flight lists every difference.
+    #[test]
+    fn a_matrix_compared_with_another_of_other_backbones_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("base.toml"), MATRIX).unwrap();
+        let differing = MATRIX
+            .replace(
+                "bert-base-uncased",
+                "google-bert/bert-base-uncased@86b5e0934494bd15c9632b12f734a8a67f723594",
+            )
+            .replace("name = \"modernbert\"", "name = \"ettin\"")
+            .replace(
+                "results = \"results/test\"",
+                "results = \"results/test\"\ncompare_with = \"base.toml\"",
+            );
+        let path = dir.path().join("other.toml");
+        std::fs::write(&path, &differing).unwrap();
+        let matrix = Matrix::load(&path).unwrap();
+        assert_eq!(matrix.compare_with, Some(dir.path().join("base.toml")));
+        let message = matrix.check_inputs().unwrap_err().to_string();
+        for difference in [
+            "base.toml: backbone `bert` is `google-bert/bert-base-uncased@86b5e0934494bd15c9632b12f734a8a67f723594` here, `bert-base-uncased` there",
+            "base.toml: backbone `ettin` only here",
+            "base.toml: backbone `modernbert` only there",
+        ] {
+            assert!(message.contains(difference), "{difference}: {message}");
+        }
+        let same = MATRIX.replace(
+            "results = \"results/test\"",
+            "results = \"results/test\"\ncompare_with = \"base.toml\"",
+        );
+        std::fs::write(&path, same).unwrap();
+        let message = Matrix::load(&path)
+            .unwrap()
+            .check_inputs()
+            .unwrap_err()
+            .to_string();
+        assert!(!message.contains("compare_with"), "{message}");
+        std::fs::remove_file(dir.path().join("base.toml")).unwrap();
+        let message = Matrix::load(&path)
+            .unwrap()
+            .check_inputs()
+            .unwrap_err()
+            .to_string();
+        assert!(message.contains("base.toml"), "{message}");
     }
 
     /// The miniature builds and runs one model per registered backbone family: a family added

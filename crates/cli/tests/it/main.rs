@@ -4,6 +4,7 @@
 mod cli;
 mod common;
 mod compare;
+mod devices;
 mod gpu_check;
 mod justfile;
 mod matrix;

@@ -141,6 +141,7 @@ fn runs_records_skips_and_reports() {
         time: "48:00:00".into(),
         lsr: "target/release/lsr".into(),
         parallel: Some(4),
+        gpus_per_node: None,
     };
     let (script, cells) = job_array(&matrix, &options).unwrap();
     assert_eq!(cells, ["broken-k1"]);
@@ -152,6 +153,21 @@ fn runs_records_skips_and_reports() {
         script.contains("matrix run") && script.contains("--cell \"$CELL\""),
         "{script}"
     );
+    // A task per node of four GPUs instead: each runs what is left over all four.
+    let per_node = SlurmOptions {
+        gpus_per_node: Some(4),
+        ..options.clone()
+    };
+    let (script, cells) = job_array(&matrix, &per_node).unwrap();
+    assert_eq!(cells, ["broken-k1"]);
+    for line in [
+        "#SBATCH --array=0-0%4",
+        "#SBATCH --gres=gpu:4",
+        " --devices cuda:0,cuda:1,cuda:2,cuda:3 &",
+    ] {
+        assert!(script.contains(line), "{line}: {script}");
+    }
+    assert!(!script.contains("--cell"), "{script}");
 
     // --force reruns a finished cell.
     let forced = run_cells(
@@ -247,6 +263,7 @@ fn a_slurm_task_passes_the_signal_on_and_requeues_a_stopped_cell() {
         time: "48:00:00".into(),
         lsr: lsr.display().to_string(),
         parallel: None,
+        gpus_per_node: None,
     };
     let (text, cells) = job_array(&matrix, &options).unwrap();
     assert!(
@@ -357,6 +374,7 @@ fn variants_run_apart_and_verify_against_the_original() {
         time: "1:00:00".into(),
         lsr: "lsr".into(),
         parallel: None,
+        gpus_per_node: None,
     };
     let (script, _) = job_array(&seeded, &options).unwrap();
     let run =

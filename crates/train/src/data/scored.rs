@@ -4,7 +4,7 @@
 //! of the example's place in the run, so that a resumed run draws what an uninterrupted one
 //! would have. Every id is resolved through the text stores when the source is opened.
 
-use lsr_data::teacher::{ScoredQuery, Skipped, TeacherScores};
+use lsr_data::teacher::{ScoredQuery, TeacherScores};
 
 use crate::config::DataConfig;
 use crate::data::order::splitmix64;
@@ -21,7 +21,7 @@ pub struct ScoredSource {
 
 impl ScoredSource {
     /// Reads the scores and checks that every query and passage they name has a text; logs
-    /// what the reader skipped, as naver/splade skips it.
+    /// what the reader skipped or joined.
     pub fn open(config: &DataConfig) -> Result<Self> {
         let (scores, queries, collection, teacher) = match config {
             DataConfig::PickleScores {
@@ -50,7 +50,7 @@ impl ScoredSource {
             teacher,
         };
         source.check_ids(scores)?;
-        log_skipped(scores, source.teacher.skipped);
+        log_read(scores, &source.teacher);
         if source.teacher.queries.is_empty() {
             let message = "no query left to train on (see the skipped counts above)";
             return Err(TrainError::data(scores, None, message));
@@ -122,14 +122,30 @@ impl ScoredSource {
     }
 }
 
-fn log_skipped(scores: &std::path::Path, skipped: Skipped) {
-    if skipped.unjudged + skipped.without_negatives > 0 {
+/// What the reader left out or joined, each with what naver/splade's two readers do there.
+fn log_read(scores: &std::path::Path, teacher: &TeacherScores) {
+    let (file, skipped, respelled) = (scores.display(), teacher.skipped, teacher.respelled);
+    if skipped.unjudged > 0 {
         tracing::warn!(
-            "{}: skipped {} scored queries without judgements in the qrels and {} without a \
-             scored negative, as naver/splade does",
-            scores.display(),
-            skipped.unjudged,
+            "{file}: skipped {} scored queries without judgements in the qrels, as both of \
+             naver/splade's readers do",
+            skipped.unjudged
+        );
+    }
+    if skipped.without_negatives > 0 {
+        tracing::warn!(
+            "{file}: skipped {} queries whose every scored passage is a positive, as \
+             naver/splade's HF trainer does; its SPLADE++ reader (MsMarcoHardNegatives) would stop \
+             there with a ValueError",
             skipped.without_negatives
+        );
+    }
+    if respelled.queries + respelled.passages > 0 {
+        tracing::warn!(
+            "{file}: {} query keys and {} passage keys repeat an id written another way (5 and \
+             '5'); each id is read once",
+            respelled.queries,
+            respelled.passages
         );
     }
 }

@@ -216,6 +216,34 @@ fn distilled(mut config: TrainConfig) -> TrainConfig {
     config.validated("test").unwrap()
 }
 
+/// The teacher as Python floats, as NumPy's int64 ids and float32 scores, and with its first
+/// query written as 100 and '100' (`scripts/fixtures/numpy_pickles.py`): one table, so one
+/// step-1 loss, distillation's included.
+#[test]
+fn numpy_scores_and_ids_written_two_ways_train_as_python_floats_do() {
+    let _lock = one_run_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let first_step = |scores: &str| {
+        let output = dir.path().join(scores);
+        let mut config = distilled(config(&output, "bert", 1));
+        let DataConfig::PickleScores { scores: path, .. } = &mut config.data else {
+            unreachable!()
+        };
+        *path = fixtures_dir().join("train").join(scores);
+        finished_model(train(&config, false).unwrap());
+        let log = output.join("train.csv");
+        let first = |name: &str| column(&log, name)[0];
+        [first("loss"), first("ranking_loss"), first("grad_norm")]
+    };
+    let python = first_step("scores.pkl.gz");
+    assert!(
+        python.iter().all(|v| v.is_finite() && *v > 0.0),
+        "{python:?}"
+    );
+    assert_eq!(first_step("scores-numpy.pkl.gz"), python);
+    assert_eq!(first_step("scores-respelled.pkl.gz"), python);
+}
+
 fn resumes_exactly(precision: Precision, distil: bool) {
     let _lock = one_run_at_a_time();
     let config = |output: &Path, family: &str, steps: usize| {
@@ -422,7 +450,7 @@ fn a_bad_teacher_file_fails_before_anything_is_written() {
     let nan = with_scores("nan.pkl.gz", &[(100, &[(0, 5.0), (3, f64::NAN)])]);
     let error = train(&nan, false).unwrap_err().to_string();
     assert!(error.contains("query 100, passage 3: score NaN"), "{error}");
-    // Only scored queries without a negative: skipped as naver/splade skips them, leaving none.
+    // Only scored queries without a negative: skipped (as naver/splade's HF trainer), leaving none.
     let bare = with_scores("bare.pkl.gz", &[(100, &[(0, 5.0)])]);
     let error = train(&bare, false).unwrap_err().to_string();
     assert!(error.contains("no query left to train on"), "{error}");
