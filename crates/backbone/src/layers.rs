@@ -10,8 +10,9 @@ use burn::tensor::{DType, Distribution, activation};
 use crate::error::{BackboneError, Result};
 use crate::weights::Weights;
 use lsr_compute::launches::{Region, mark};
+use lsr_compute::matmul::matmul;
 use lsr_compute::norm::LayerNorm;
-use lsr_compute::precision::{linear, matmul, residual};
+use lsr_compute::precision::{linear, residual};
 
 /// Added to the attention score of a key a query may not see. Large enough that `exp` gives 0,
 /// small enough that two of them added (padding and window) stay finite, so a row with every

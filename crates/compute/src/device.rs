@@ -6,8 +6,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use burn::prelude::Device;
 
-use crate::matmul_mode::{MatmulMode, matmul_mode};
-use crate::{ComputeError, Result, kernel_cache, precision};
+use crate::matmul::{self, MatmulMode, matmul_mode};
+use crate::{ComputeError, Result, kernel_cache};
 
 /// Set while a backend is being started: what it logs then is the probe's error text instead.
 static PROBING: AtomicBool = AtomicBool::new(false);
@@ -55,7 +55,7 @@ pub fn compiled_backends() -> Vec<&'static str> {
 /// product; `cublas` on a device that is not CUDA is allowed (its products use cube) and logged.
 pub fn parse_device(spec: Option<&str>) -> Result<Device> {
     let device = choose(spec)?;
-    let route = precision::products_route(&device).map_err(ComputeError::Setting)?;
+    let route = matmul::products_route(&device).map_err(ComputeError::Setting)?;
     if matmul_mode() == Ok(MatmulMode::Cublas) && route != MatmulMode::Cublas {
         tracing::warn!("LSR_MATMUL=cublas: {device:?} is not a CUDA device; its products use cube");
     }

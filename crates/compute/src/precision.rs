@@ -9,7 +9,7 @@ use burn::nn::Linear;
 use burn::prelude::*;
 use burn::tensor::DType;
 
-use crate::matmul_mode::{MatmulMode, matmul_mode};
+use crate::matmul::matmul;
 use crate::norm::add_rows;
 
 /// A model's arithmetic: `f32`, or `bf16-mixed` (bf16 matrix products and activations with f32
@@ -86,67 +86,6 @@ pub fn linear<const D: usize>(layer: &Linear, x: Tensor<D>, dtype: DType) -> Ten
 /// `x · Wᵀ` for a `[rows, dim]` matrix `w` held in PyTorch's layout, in `dtype`.
 pub fn matmul_transposed(x: Tensor<2>, w: Tensor<2>, dtype: DType) -> Tensor<2> {
     matmul(x.cast(dtype), w.cast(dtype).transpose())
-}
-
-/// `a · b` over the last two dimensions: every product of the model (linear maps, attention,
-/// the MLM head) goes through here, the one place that chooses how a product is computed:
-/// cuBLASLt where [`products_on`] says so (`crate::cublas`), else burn's own matmul.
-pub fn matmul<const D: usize>(a: Tensor<D>, b: Tensor<D>) -> Tensor<D> {
-    #[cfg(feature = "cuda")]
-    if products_on(&a.device()) == MatmulMode::Cublas && crate::cublas::supports(&a, &b) {
-        return crate::cublas::matmul(a, b);
-    }
-    a.matmul(b)
-}
-
-/// Whether products on `device` run `cube` or `cublas` under `LSR_MATMUL` (never `auto`: what
-/// it resolved to), or why the setting cannot work there (a bad value; `cublas` on a CUDA
-/// device without libcublasLt).
-pub fn products_route(device: &Device) -> std::result::Result<MatmulMode, String> {
-    let mode = matmul_mode()?;
-    #[cfg(feature = "cuda")]
-    if crate::cublas::takes(mode, device)? {
-        return Ok(MatmulMode::Cublas);
-    }
-    let _ = (mode, device);
-    Ok(MatmulMode::Cube)
-}
-
-/// [`products_route`] for a device that [`crate::parse_device`] accepted, which checks the
-/// setting first: a failure here is a device made some other way, and panics with the reason.
-pub fn products_on(device: &Device) -> MatmulMode {
-    products_route(device).unwrap_or_else(|message| panic!("{message}"))
-}
-
-/// What the cuBLASLt route did since the last [`take_lt_totals`].
-#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
-pub struct LtTotals {
-    /// Products cuBLASLt computed.
-    pub products: u64,
-    /// Products it refused, which burn's matmul computed.
-    pub fallbacks: u64,
-    /// Host time spent waiting in Route A's two syncs around each product.
-    pub host_sync_seconds: f64,
-    /// Device time of the products (CUDA events), when `LSR_CUBLAS_TIMING=1`.
-    pub device_seconds: Option<f64>,
-}
-
-/// What the cuBLASLt route did since the last call, which starts the totals again; `None` in a
-/// build without CUDA.
-pub fn take_lt_totals() -> Option<LtTotals> {
-    #[cfg(feature = "cuda")]
-    return Some(crate::cublas::take_totals());
-    #[cfg(not(feature = "cuda"))]
-    None
-}
-
-/// The libcublasLt file this process loaded, once a product has loaded it; `None` before, and
-/// in a build without CUDA.
-pub fn cublaslt_library() -> Option<String> {
-    #[cfg(feature = "cuda")]
-    return crate::cublas::loaded_library();
-    #[cfg(not(feature = "cuda"))]
-    None
 }
 
 /// `residual + update` in f32: the residual stream keeps full precision between layers.

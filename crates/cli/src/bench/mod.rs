@@ -11,7 +11,7 @@ use anyhow::Result;
 use burn::prelude::*;
 use clap::{Args, Subcommand};
 use lsr_backbone::{MaskedLm, ModelConfig, TokenBatch, Weights};
-use lsr_compute::precision::{self, LtTotals, cublaslt_library, products_on, take_lt_totals};
+use lsr_compute::matmul::{self, CublasTotals, cublaslt_library, products_on, take_cublas_totals};
 use lsr_compute::{MatmulMode, Precision, parse_device};
 use lsr_splade::encode_pooled_tiles;
 use lsr_train::data::TrainBatch;
@@ -381,7 +381,7 @@ struct Harness {
     warmup: usize,
     iterations: usize,
     /// What cuBLASLt did in the last timed runs (CUDA builds).
-    products: std::cell::Cell<Option<LtTotals>>,
+    products: std::cell::Cell<Option<CublasTotals>>,
 }
 
 impl Harness {
@@ -392,13 +392,13 @@ impl Harness {
         let warm: Vec<T> = (0..self.warmup).map(|_| work()).collect();
         self.device.sync()?;
         drop(warm);
-        take_lt_totals();
+        take_cublas_totals();
         let (done, seconds) = timed(|| {
             let results: Vec<T> = (0..self.iterations).map(|_| work()).collect();
             self.device.sync().map(|()| results)
         });
         drop(done?);
-        self.products.set(take_lt_totals());
+        self.products.set(take_cublas_totals());
         Ok(seconds / self.iterations.max(1) as f64)
     }
 
@@ -459,7 +459,7 @@ struct CublasReport {
     library: Option<String>,
     iterations: usize,
     #[serde(flatten)]
-    totals: LtTotals,
+    totals: CublasTotals,
 }
 
 /// Prints a bench's `report`: one JSON object with `--json`, else the line `describe` writes.
@@ -883,7 +883,7 @@ fn product(
         false => random([k, n]),
     };
     // Each product dropped at once: ten `[m, n]` results would not fit together.
-    let seconds = harness.seconds(|| drop(precision::matmul(lhs.clone(), rhs.clone())))?;
+    let seconds = harness.seconds(|| drop(matmul::matmul(lhs.clone(), rhs.clone())))?;
     Ok(MatmulReport {
         shape: shape.name.clone(),
         device: format!("{device:?}"),

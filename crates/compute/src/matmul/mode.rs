@@ -1,6 +1,4 @@
-//! `LSR_MATMUL`: how the model's products are computed, read once per process. Its own module
-//! so that the product entry point (`precision`) and the cuBLASLt route (`cublas`) both read it
-//! without importing each other.
+//! `LSR_MATMUL`: how the model's products are computed, read once per process.
 
 /// How products are computed, from `LSR_MATMUL`: `cube` (burn's matmul, cubecl's kernels on a
 /// GPU; the default), `cublas` (cuBLASLt on CUDA devices) or `auto` (cuBLASLt where the device
