@@ -9,7 +9,7 @@ use burn::prelude::*;
 use lsr_backbone::{TextTokenizer, TokenBatch};
 
 use crate::data::order::{Permutation, splitmix64};
-use crate::data::triples::TripleSource;
+use crate::data::source::TripleSource;
 use crate::error::Result;
 
 /// One micro-batch, tokenised: B queries and B·(1+n) documents (the positives, then each

@@ -4,12 +4,13 @@
 //! of the example's place in the run, so that a resumed run draws what an uninterrupted one
 //! would have. Every id is resolved through the text stores when the source is opened.
 
+use std::path::Path;
+
 use lsr_data::teacher::{ScoredQuery, TeacherScores};
 
-use crate::config::DataConfig;
+use crate::data::example::Example;
 use crate::data::order::splitmix64;
 use crate::data::store::TextStore;
-use crate::data::triples::Example;
 use crate::error::{Result, TrainError};
 
 /// Scored candidates with the texts of their queries and passages.
@@ -20,30 +21,28 @@ pub struct ScoredSource {
 }
 
 impl ScoredSource {
-    /// Reads the scores and checks that every query and passage they name has a text; logs
-    /// what the reader skipped or joined.
-    pub fn open(config: &DataConfig) -> Result<Self> {
-        let (scores, queries, collection, teacher) = match config {
-            DataConfig::PickleScores {
-                scores,
-                qrels,
-                queries,
-                collection,
-            } => {
-                let qrels = lsr_data::Qrels::read(qrels)?;
-                let teacher = lsr_data::teacher::read_pickle(scores, &qrels)?;
-                (scores, queries, collection, teacher)
-            }
-            DataConfig::ParquetMargins {
-                scores,
-                queries,
-                collection,
-            } => {
-                let teacher = lsr_data::teacher::read_parquet_margins(scores)?;
-                (scores, queries, collection, teacher)
-            }
-            _ => unreachable!("ScoredSource::open takes a format with scored candidates"),
-        };
+    /// naver/splade's pickle of cross-encoder scores, its positives from `qrels`.
+    pub fn pickle(scores: &Path, qrels: &Path, queries: &Path, collection: &Path) -> Result<Self> {
+        let qrels = lsr_data::Qrels::read(qrels)?;
+        let teacher = lsr_data::teacher::read_pickle(scores, &qrels)?;
+        Self::with_texts(scores, teacher, queries, collection)
+    }
+
+    /// sentence-transformers' parquet of margins.
+    pub fn parquet_margins(scores: &Path, queries: &Path, collection: &Path) -> Result<Self> {
+        let teacher = lsr_data::teacher::read_parquet_margins(scores)?;
+        Self::with_texts(scores, teacher, queries, collection)
+    }
+
+    /// The scores read from `scores` with the text stores, checked: every query and passage
+    /// they name has a text, and a query is left to train on; logs what the reader skipped or
+    /// joined.
+    fn with_texts(
+        scores: &Path,
+        teacher: TeacherScores,
+        queries: &Path,
+        collection: &Path,
+    ) -> Result<Self> {
         let source = Self {
             queries: TextStore::open(queries)?,
             collection: TextStore::open(collection)?,
@@ -59,7 +58,7 @@ impl ScoredSource {
     }
 
     /// Every query and passage the scores name is in its text store.
-    fn check_ids(&self, scores: &std::path::Path) -> Result<()> {
+    fn check_ids(&self, scores: &Path) -> Result<()> {
         let missing = |what: String, store: &TextStore| {
             let message = format!("{what} is not in {}", store.path().display());
             TrainError::data(scores, None, message)
@@ -123,7 +122,7 @@ impl ScoredSource {
 }
 
 /// What the reader left out or joined, each with what naver/splade's two readers do there.
-fn log_read(scores: &std::path::Path, teacher: &TeacherScores) {
+fn log_read(scores: &Path, teacher: &TeacherScores) {
     let (file, skipped, respelled) = (scores.display(), teacher.skipped, teacher.respelled);
     if skipped.unjudged > 0 {
         tracing::warn!(

@@ -1,38 +1,30 @@
-//! Training files as examples (query, positive, hard negatives, and the teacher's scores where
-//! the file has them): text triples, JSON lines, id triples resolved through the text stores,
-//! naver/splade's distillation triples, or a teacher's scored candidates per query.
+//! Training files of one example per line: text triples, JSON lines, id triples resolved
+//! through the text stores, and naver/splade's distillation triples (with the teacher's scores).
+
+use std::path::Path;
 
 use serde::Deserialize;
 
-use crate::config::DataConfig;
+use crate::data::example::Example;
 use crate::data::lines::LineFile;
-use crate::data::scored::ScoredSource;
 use crate::data::store::TextStore;
 use crate::error::Result;
 
-/// One training example: a query, its positive passage and its hard negatives.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Example {
-    pub query: String,
-    pub positive: String,
-    pub negatives: Vec<String>,
-    /// The teacher's scores of the positive and each negative, when the data has them.
-    pub teacher: Option<Vec<f32>>,
-}
-
-/// The examples of a training file, by line (or, for scored candidates, by query).
-pub enum TripleSource {
+/// A triple file, memory-mapped and indexed by line, in one of its formats.
+pub enum LineSource {
+    /// `query<TAB>positive<TAB>negative`.
     Text(LineFile),
+    /// `qid<TAB>pid<TAB>pid`, the texts looked up in the stores.
     Ids {
         triples: LineFile,
         queries: TextStore,
         collection: TextStore,
     },
+    /// `{"query", "positive", "negatives": [...]}` per line.
     Jsonl(LineFile),
     /// `query<TAB>positive<TAB>negative<TAB>s⁺<TAB>s⁻` (naver/splade's distillation triplets),
     /// every line checked when the file is opened.
     DistilText(LineFile),
-    Scored(ScoredSource),
 }
 
 #[derive(Deserialize)]
@@ -43,39 +35,33 @@ struct JsonExample {
     negatives: Vec<String>,
 }
 
-impl TripleSource {
-    pub fn open(config: &DataConfig) -> Result<Self> {
-        Ok(match config {
-            DataConfig::Triples { triples } => Self::Text(LineFile::open(triples)?),
-            DataConfig::IdTriples {
-                triples,
-                queries,
-                collection,
-            } => Self::Ids {
-                triples: LineFile::open(triples)?,
-                queries: TextStore::open(queries)?,
-                collection: TextStore::open(collection)?,
-            },
-            DataConfig::Jsonl { triples } => Self::Jsonl(LineFile::open(triples)?),
-            DataConfig::DistilTriples { triples } => {
-                let lines = LineFile::open(triples)?;
-                for index in 0..lines.len() {
-                    distil_fields(&lines, index)?;
-                }
-                Self::DistilText(lines)
-            }
-            DataConfig::PickleScores { .. } | DataConfig::ParquetMargins { .. } => {
-                Self::Scored(ScoredSource::open(config)?)
-            }
+impl LineSource {
+    pub fn text(triples: &Path) -> Result<Self> {
+        Ok(Self::Text(LineFile::open(triples)?))
+    }
+
+    pub fn ids(triples: &Path, queries: &Path, collection: &Path) -> Result<Self> {
+        Ok(Self::Ids {
+            triples: LineFile::open(triples)?,
+            queries: TextStore::open(queries)?,
+            collection: TextStore::open(collection)?,
         })
     }
 
-    /// Number of examples (lines of the triple file; queries of scored candidates).
-    pub fn len(&self) -> usize {
-        match self {
-            Self::Scored(scored) => scored.len(),
-            _ => self.lines().len(),
+    pub fn jsonl(triples: &Path) -> Result<Self> {
+        Ok(Self::Jsonl(LineFile::open(triples)?))
+    }
+
+    pub fn distil(triples: &Path) -> Result<Self> {
+        let lines = LineFile::open(triples)?;
+        for index in 0..lines.len() {
+            distil_fields(&lines, index)?;
         }
+        Ok(Self::DistilText(lines))
+    }
+
+    pub fn len(&self) -> usize {
+        self.lines().len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -88,31 +74,15 @@ impl TripleSource {
             | Self::Jsonl(lines)
             | Self::DistilText(lines)
             | Self::Ids { triples: lines, .. } => lines,
-            Self::Scored(_) => unreachable!("scored candidates are not lines"),
         }
     }
 
-    /// Example `index` with its first `negatives` hard negatives (for scored candidates,
-    /// `negatives` drawn by `draw`, a seed of the example's place in the run). Malformed lines,
-    /// unknown ids and too few negatives are errors naming the file and line.
-    pub fn example(&self, index: usize, negatives: usize, draw: u64) -> Result<Example> {
-        if let Self::Scored(scored) = self {
-            return scored.example(index, negatives, draw);
-        }
+    /// Line `index` as an example with its first `negatives` hard negatives; a malformed line,
+    /// an unknown id or too few negatives is an error naming the file and line.
+    pub fn example(&self, index: usize, negatives: usize) -> Result<Example> {
         let lines = self.lines();
-        let line = lines.text(index)?;
-        let example = match self {
-            Self::Text(_) => {
-                let [query, positive, negative] = fields(line).ok_or_else(|| {
-                    lines.error(index, "expected `query<TAB>positive<TAB>negative`")
-                })?;
-                Example {
-                    query: query.into(),
-                    positive: positive.into(),
-                    negatives: vec![negative.into()],
-                    teacher: None,
-                }
-            }
+        let mut example = match self {
+            Self::Text(_) => text_example(lines, index)?,
             Self::DistilText(_) => {
                 let (texts, scores) = distil_fields(lines, index)?;
                 Example {
@@ -126,61 +96,68 @@ impl TripleSource {
                 queries,
                 collection,
                 ..
-            } => {
-                let ids = fields(line)
-                    .and_then(|f| {
-                        f.map(|id| id.trim().parse::<u64>().ok())
-                            .into_iter()
-                            .collect::<Option<Vec<_>>>()
-                    })
-                    .ok_or_else(|| {
-                        lines.error(index, "expected `qid<TAB>pid<TAB>pid` (integers)")
-                    })?;
-                let lookup = |store: &TextStore, id: u64| -> Result<String> {
-                    store.get(id)?.map(str::to_string).ok_or_else(|| {
-                        lines.error(
-                            index,
-                            format!("id {id} is not in {}", store.path().display()),
-                        )
-                    })
-                };
-                Example {
-                    query: lookup(queries, ids[0])?,
-                    positive: lookup(collection, ids[1])?,
-                    negatives: vec![lookup(collection, ids[2])?],
-                    teacher: None,
-                }
-            }
-            Self::Jsonl(_) => {
-                let json: JsonExample = serde_json::from_str(line).map_err(|e| {
-                    lines.error(
-                        index,
-                        format!("expected {{\"query\", \"positive\", \"negatives\": [...]}}: {e}"),
-                    )
-                })?;
-                Example {
-                    query: json.query,
-                    positive: json.positive,
-                    negatives: json.negatives,
-                    teacher: None,
-                }
-            }
-            Self::Scored(_) => unreachable!("answered above"),
+            } => id_example(lines, index, queries, collection)?,
+            Self::Jsonl(_) => json_example(lines, index)?,
         };
         if example.negatives.len() < negatives {
-            return Err(lines.error(
-                index,
-                format!(
-                    "has {} negatives, the recipe asks for {negatives}",
-                    example.negatives.len()
-                ),
-            ));
+            let found = example.negatives.len();
+            let message = format!("has {found} negatives, the recipe asks for {negatives}");
+            return Err(lines.error(index, message));
         }
-        Ok(Example {
-            negatives: example.negatives.into_iter().take(negatives).collect(),
-            ..example
-        })
+        example.negatives.truncate(negatives);
+        Ok(example)
     }
+}
+
+fn text_example(lines: &LineFile, index: usize) -> Result<Example> {
+    let [query, positive, negative] = fields(lines.text(index)?)
+        .ok_or_else(|| lines.error(index, "expected `query<TAB>positive<TAB>negative`"))?;
+    Ok(Example {
+        query: query.into(),
+        positive: positive.into(),
+        negatives: vec![negative.into()],
+        teacher: None,
+    })
+}
+
+fn id_example(
+    lines: &LineFile,
+    index: usize,
+    queries: &TextStore,
+    collection: &TextStore,
+) -> Result<Example> {
+    let ids = fields(lines.text(index)?)
+        .and_then(|f| {
+            f.map(|id| id.trim().parse::<u64>().ok())
+                .into_iter()
+                .collect::<Option<Vec<_>>>()
+        })
+        .ok_or_else(|| lines.error(index, "expected `qid<TAB>pid<TAB>pid` (integers)"))?;
+    let lookup = |store: &TextStore, id: u64| -> Result<String> {
+        store.get(id)?.map(str::to_string).ok_or_else(|| {
+            let message = format!("id {id} is not in {}", store.path().display());
+            lines.error(index, message)
+        })
+    };
+    Ok(Example {
+        query: lookup(queries, ids[0])?,
+        positive: lookup(collection, ids[1])?,
+        negatives: vec![lookup(collection, ids[2])?],
+        teacher: None,
+    })
+}
+
+fn json_example(lines: &LineFile, index: usize) -> Result<Example> {
+    let json: JsonExample = serde_json::from_str(lines.text(index)?).map_err(|e| {
+        let expected = "expected {\"query\", \"positive\", \"negatives\": [...]}";
+        lines.error(index, format!("{expected}: {e}"))
+    })?;
+    Ok(Example {
+        query: json.query,
+        positive: json.positive,
+        negatives: json.negatives,
+        teacher: None,
+    })
 }
 
 /// The texts and the teacher's two scores of a distillation triplet line.
@@ -212,6 +189,8 @@ fn fields(line: &str) -> Option<[&str; 3]> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::DataConfig;
+    use crate::data::source::TripleSource;
     use std::path::PathBuf;
 
     fn write(dir: &tempfile::TempDir, name: &str, text: &[u8]) -> PathBuf {
