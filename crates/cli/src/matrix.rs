@@ -168,7 +168,7 @@ pub fn run(command: MatrixCommand) -> Result<ExitCode> {
 fn list(matrix: &Matrix) {
     for cell in &matrix.cells {
         let checkpoint = &cell.config.model.checkpoint;
-        println!("{}\t{}\t{}\t{checkpoint}", cell.id, cell.backbone, cell.k);
+        println!("{}\t{}\t{}\t{checkpoint}", cell.id, cell.backbone, cell.k());
     }
 }
 

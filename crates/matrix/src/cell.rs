@@ -13,11 +13,15 @@ pub struct Cell {
     /// `<backbone>-k<k>`, stable across runs: the name of its directories.
     pub id: String,
     pub backbone: String,
-    pub k: f64,
     pub config: TrainConfig,
 }
 
 impl Cell {
+    /// The rescaling constant, held once: in the cell's training config.
+    pub fn k(&self) -> f64 {
+        self.config.model.k
+    }
+
     pub fn dir(&self) -> &Path {
         &self.config.output
     }

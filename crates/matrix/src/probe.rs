@@ -111,7 +111,7 @@ fn probe_backbone(matrix: &Matrix, backbone: &str) -> Result<ProbeState> {
             MatrixError::Validation(format!("{}: no status.json", cell.dir().display()))
         })?;
         runs.push(ProbeRun {
-            k: cell.k,
+            k: cell.k(),
             steps: stop_at,
             status: status.status,
             ndcg_at_10: score,
@@ -119,7 +119,7 @@ fn probe_backbone(matrix: &Matrix, backbone: &str) -> Result<ProbeState> {
     }
     let checkpoint = &cells[0].config.model.checkpoint;
     let stats = HeadStats::compute(&Backbone::load(checkpoint, &Device::flex(), 128)?)?;
-    let grid: Vec<f64> = cells.iter().map(|c| c.k).collect();
+    let grid: Vec<f64> = cells.iter().map(|c| c.k()).collect();
     let reference = (ANCHOR_ROW_NORM, ANCHOR);
     let probe = Probe {
         backbone: backbone.to_string(),
@@ -195,7 +195,7 @@ pub fn chosen_cells(matrix: &Matrix) -> Result<Vec<&Cell>> {
     let mut missing = Vec::new();
     for cell in &matrix.cells {
         match Probe::read(&matrix.results, &cell.backbone)? {
-            Some(probe) if probe.chosen_k == cell.k => chosen.push(cell),
+            Some(probe) if probe.chosen_k == cell.k() => chosen.push(cell),
             Some(_) => {}
             None if !missing.contains(&cell.backbone) => missing.push(cell.backbone.clone()),
             None => {}

@@ -145,7 +145,7 @@ fn run_cell(matrix: &Matrix, cell: &Cell) -> Result<CellState> {
     let info = CellInfo {
         id: cell.id.clone(),
         backbone: cell.backbone.clone(),
-        k: cell.k,
+        k: cell.k(),
         checkpoint: checkpoint.clone(),
         checkpoint_revision: revision,
         git_dirty: built.as_ref().map(|b| b.dirty),
@@ -165,9 +165,9 @@ fn run_cell(matrix: &Matrix, cell: &Cell) -> Result<CellState> {
         Outcome::Finished { model, .. } => (model, CellState::Done),
         Outcome::Interrupted { .. } => return Ok(CellState::Interrupted),
     };
-    let metrics = evaluate(&matrix.eval, &model, &device, &cell.dir())?;
+    let metrics = evaluate(&matrix.eval, &model, &device, cell.dir())?;
     record_in_card(&model, &cell.id, &metrics)?;
-    metrics.write(&cell.dir())?;
+    metrics.write(cell.dir())?;
     lsr_eval::shards::remove_shards(&cell.dir().join(EVAL))?;
     Ok(state)
 }
@@ -248,7 +248,7 @@ pub(crate) fn write_summary(matrix: &Matrix) -> Result<()> {
             .map(|c| CellEntry {
                 id: c.id.clone(),
                 backbone: c.backbone.clone(),
-                k: c.k,
+                k: c.k(),
             })
             .collect(),
         datasets: matrix.eval.datasets.clone(),

@@ -422,7 +422,7 @@ impl Source<'_> {
         let what = format!("[[paper]] {backbone} k = {k} on `{dataset}`");
         let problem = if !cells.iter().any(|c| &c.backbone == backbone) {
             format!("[[paper]] names unknown backbone `{backbone}`")
-        } else if !cells.iter().any(|c| &c.backbone == backbone && c.k == *k) {
+        } else if !cells.iter().any(|c| &c.backbone == backbone && c.k() == *k) {
             format!("{what}: k = {k} is not in {backbone}'s grid")
         } else if !eval.datasets.contains(dataset) {
             format!("{what}: Table 1 has a column for each of eval.datasets only")
@@ -548,10 +548,11 @@ impl Source<'_> {
                 .validated(&format!("{} (cell {id})", self.path.display()))
                 .map_err(|e| {
                     let at_its_line = match &e {
-                        lsr_train::TrainError::Config { message, .. } => message
-                            .strip_prefix("recipe.")
-                            .and_then(|rest| rest.split_once(": "))
-                            .and_then(|(key, why)| at_field(key, why)),
+                        lsr_train::TrainError::Config {
+                            field: Some(field),
+                            message,
+                            ..
+                        } => (field.strip_prefix("recipe.")).and_then(|key| at_field(key, message)),
                         _ => None,
                     };
                     at_its_line.unwrap_or_else(|| e.into())
@@ -559,7 +560,6 @@ impl Source<'_> {
                 Ok(Cell {
                     id,
                     backbone: name.clone(),
-                    k,
                     config,
                 })
             })
@@ -649,7 +649,7 @@ lr = 1e-4
         let modern = matrix.cell("modernbert-k16").unwrap();
         assert_eq!(
             (
-                modern.k,
+                modern.k(),
                 modern.config.recipe.lr,
                 modern.config.recipe.steps
             ),

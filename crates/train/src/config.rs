@@ -316,31 +316,26 @@ impl TrainConfig {
     pub fn load(path: &Path, overrides: &[String]) -> Result<Self> {
         let name = path.display().to_string();
         let text = std::fs::read_to_string(path).map_err(|e| TrainError::io(path, e))?;
-        let mut table: toml::Table =
-            text.parse()
-                .map_err(|e: toml::de::Error| TrainError::Config {
-                    source_name: name.clone(),
-                    message: e.to_string(),
-                })?;
+        let mut table: toml::Table = text
+            .parse()
+            .map_err(|e: toml::de::Error| TrainError::config(&name, e.to_string()))?;
         if overrides.is_empty() {
             // Deserialising the text itself keeps line numbers in the errors.
-            let config: Self = toml::from_str(&text).map_err(|e| TrainError::Config {
-                source_name: name.clone(),
-                message: e.to_string(),
-            })?;
+            let config: Self =
+                toml::from_str(&text).map_err(|e| TrainError::config(&name, e.to_string()))?;
             return config.validated(&name);
         }
         for assignment in overrides {
-            crate::settings::set(&mut table, assignment).map_err(|message| TrainError::Config {
-                source_name: "--set".into(),
-                message: format!("`{assignment}`: {message}"),
+            crate::settings::set(&mut table, assignment).map_err(|message| {
+                TrainError::config("--set", format!("`{assignment}`: {message}"))
             })?;
         }
         let config: Self =
             serde_path_to_error::deserialize(toml::Value::Table(table)).map_err(|e| {
                 TrainError::Config {
                     source_name: format!("{name} with --set {}", overrides.join(" ")),
-                    message: format!("{}: {}", e.path(), e.inner()),
+                    field: Some(e.path().to_string()),
+                    message: e.inner().to_string(),
                 }
             })?;
         config.validated(&name)
@@ -369,7 +364,8 @@ impl TrainConfig {
             Ok(()) => Ok(self),
             Err((field, message)) => Err(TrainError::Config {
                 source_name: source_name.to_string(),
-                message: format!("{field}: {message}"),
+                field: Some(field.to_string()),
+                message,
             }),
         }
     }

@@ -8,10 +8,12 @@ use lsr_backbone::BackboneError;
 /// line, or config field) it concerns. A collapse is not an error: it is an [`crate::Outcome`].
 #[derive(Debug, thiserror::Error)]
 pub enum TrainError {
-    #[error("{source_name}: {message}")]
+    #[error("{source_name}: {}{message}", field.as_ref().map(|f| format!("{f}: ")).unwrap_or_default())]
     Config {
         /// The config file, or `--set` for a command-line override.
         source_name: String,
+        /// The field at fault (`recipe.lr`, `model.k`), when one is.
+        field: Option<String>,
         message: String,
     },
     #[error("{}{}: {message}", path.display(), line.map(|l| format!(":{l}")).unwrap_or_default())]
@@ -56,6 +58,15 @@ impl TrainError {
         Self::Data {
             path: path.into(),
             line,
+            message: message.into(),
+        }
+    }
+
+    /// A config error about the whole file, or about no one field.
+    pub(crate) fn config(source_name: impl Into<String>, message: impl Into<String>) -> Self {
+        Self::Config {
+            source_name: source_name.into(),
+            field: None,
             message: message.into(),
         }
     }

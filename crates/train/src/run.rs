@@ -51,14 +51,14 @@ pub enum Outcome {
 /// of a run that is over). A cell with `[validation]` needs [`train_validated`].
 pub fn train(config: &TrainConfig, resume: bool) -> Result<Outcome> {
     if let Some(validation) = &config.validation {
-        return Err(TrainError::Config {
-            source_name: config.output.join(checkpoint::CONFIG).display().to_string(),
-            message: format!(
+        return Err(TrainError::config(
+            config.output.join(checkpoint::CONFIG).display().to_string(),
+            format!(
                 "[validation] on {} needs a validator (`lsr train` and `lsr matrix run` \
                  provide one)",
                 validation.dataset
             ),
-        });
+        ));
     }
     train_validated(config, resume, None)
 }
@@ -128,14 +128,14 @@ fn recorded_end(output: &Path, resume: bool) -> Result<Option<Outcome>> {
         return Ok(None);
     };
     if !resume {
-        return Err(TrainError::Config {
-            source_name: output.join(STATUS).display().to_string(),
-            message: format!(
+        return Err(TrainError::config(
+            output.join(STATUS).display().to_string(),
+            format!(
                 "this output already holds a run ({:?} at step {}); pass --resume to \
                  continue it, or choose another output",
                 previous.status, previous.step
             ),
-        });
+        ));
     }
     Ok(match (previous.status, previous.model, previous.reason) {
         (RunStatus::Finished, Some(model), _) => Some(Outcome::Finished {
