@@ -1,8 +1,12 @@
 //! Benchmarks on synthetic models of real shapes. Speed and memory live here, never in tests.
-//! `scripts/bench/` holds the same workloads in PyTorch for comparison. What a step costs in
-//! kernel launches and kept bytes (`--launches`) is in `launches.rs`.
+//! `scripts/bench/` holds the same workloads in PyTorch for comparison. Here: the commands, the
+//! harness they share, encoding and retrieval; the training benches are in `train.rs`, single
+//! products and reductions in `products.rs`, and what a step costs in kernel launches and kept
+//! bytes (`--launches`) in `launches.rs`.
 
 mod launches;
+mod products;
+mod train;
 
 use std::path::Path;
 use std::time::Instant;
@@ -18,7 +22,9 @@ use lsr_train::data::TrainBatch;
 use lsr_train::{Recipe, Trainer};
 
 use crate::values::ProductShape;
+use products::{MatmulBench, ReduceBench, matmul, reduce};
 use serde::Serialize;
+use train::{CachedStepBench, TrainStepBench, cached_step, train_step};
 
 /// BERT-base's hidden width.
 const BERT_BASE_HIDDEN: usize = 768;
@@ -78,75 +84,6 @@ impl<const WARMUP: usize, const ITERATIONS: usize> Repeat<WARMUP, ITERATIONS> {
         };
         Ok((device, harness))
     }
-}
-
-#[derive(Args)]
-pub struct ReduceBench {
-    /// Rows of the column sum (tokens of a micro-batch: 64 documents × 256).
-    #[arg(long, default_value_t = 16384, value_parser = crate::values::at_least_one)]
-    rows: usize,
-    /// Columns of the column sum (BERT-base's FFN width).
-    #[arg(long, default_value_t = 3072, value_parser = crate::values::at_least_one)]
-    width: usize,
-    /// Texts of the SPLADE max.
-    #[arg(long, default_value_t = 64, value_parser = crate::values::at_least_one)]
-    batch: usize,
-    /// Tokens per text of the SPLADE max.
-    #[arg(long, default_value_t = 256, value_parser = crate::values::at_least_one)]
-    seq_len: usize,
-    /// Vocabulary terms of the SPLADE max (one head tile).
-    #[arg(long, default_value_t = lsr_splade::HEAD_TILE, value_parser = crate::values::at_least_one)]
-    terms: usize,
-    #[command(flatten)]
-    repeat: Repeat<2, 10>,
-}
-
-#[derive(Serialize)]
-struct ReduceReport {
-    device: String,
-    rows: usize,
-    width: usize,
-    /// The rows per block of the two-pass sum.
-    block: usize,
-    column_sum_one_pass_ms: f64,
-    column_sum_two_pass_ms: f64,
-    batch: usize,
-    seq_len: usize,
-    terms: usize,
-    token_max_ms: f64,
-}
-
-#[derive(Args)]
-pub struct MatmulBench {
-    /// A product `[M, K]·[K, N]` as `NAME=MxKxN`, with a trailing `t` where the right operand is
-    /// the transpose of an `[N, K]` matrix, as lsr's linear and decoder weights are (PyTorch's
-    /// layout); repeat for several, measured one after the other in this process. Default: the
-    /// MLM head at the encoding shape, `head=32768x768x30522t`.
-    #[arg(long = "shape", value_parser = crate::values::product_shape)]
-    shapes: Vec<ProductShape>,
-    /// f32 (cubecl may use TF32 tensor cores) or bf16-mixed (bf16 operands and result).
-    #[arg(long, default_value = "f32")]
-    precision: Precision,
-    #[command(flatten)]
-    repeat: Repeat<2, 10>,
-}
-
-#[derive(Serialize)]
-struct MatmulReport {
-    /// The shape's name on the command line.
-    shape: String,
-    device: String,
-    precision: Precision,
-    /// How the products ran (`LSR_MATMUL` on this device): `cube` or `cublas`.
-    matmul: MatmulMode,
-    m: usize,
-    k: usize,
-    n: usize,
-    transposed_rhs: bool,
-    seconds: f64,
-    tflops: f64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    cublas: Option<CublasReport>,
 }
 
 #[derive(Args)]
@@ -245,27 +182,6 @@ impl Sizing {
     }
 }
 
-#[derive(Args)]
-pub struct TrainStepBench {
-    /// Queries per step; each has one positive and one hard negative (2× documents)
-    /// [default: 8; 4 with --launches].
-    #[arg(long, value_parser = crate::values::at_least_one)]
-    queries: Option<usize>,
-    /// [default: 32; 16 with --launches]
-    #[arg(long, value_parser = crate::values::at_least_one)]
-    query_len: Option<usize>,
-    /// [default: 128; 32 with --launches]
-    #[arg(long, value_parser = crate::values::at_least_one)]
-    document_len: Option<usize>,
-    /// f32 or bf16-mixed (f32 weights and AdamW state either way).
-    #[arg(long, default_value = "f32")]
-    precision: Precision,
-    #[command(flatten)]
-    sizing: Sizing,
-    #[command(flatten)]
-    repeat: Repeat<1, 3>,
-}
-
 /// What the model benches (train step, encoding) report beside their shape and time: where and
 /// how the model ran and what the process and device held.
 #[derive(Serialize)]
@@ -284,66 +200,6 @@ struct ModelRun {
     /// With `--launches`: what one steady-state step (batch) launched and kept.
     #[serde(skip_serializing_if = "Option::is_none")]
     launches: Option<launches::LaunchReport>,
-}
-
-#[derive(Serialize)]
-struct TrainStepReport {
-    #[serde(flatten)]
-    run: ModelRun,
-    queries: usize,
-    documents: usize,
-    query_len: usize,
-    document_len: usize,
-    seconds_per_step: f64,
-}
-
-#[derive(Args)]
-pub struct CachedStepBench {
-    /// Queries per step; each has one positive and one hard negative (2× documents).
-    #[arg(long, default_value_t = 128, value_parser = crate::values::at_least_one)]
-    queries: usize,
-    /// Micro-batches of the cached step (dividing `queries`).
-    #[arg(long, default_value_t = 8, value_parser = crate::values::at_least_one)]
-    accumulation: usize,
-    #[arg(long, default_value_t = 32, value_parser = crate::values::at_least_one)]
-    query_len: usize,
-    #[arg(long, default_value_t = 128, value_parser = crate::values::at_least_one)]
-    document_len: usize,
-    /// A checkpoint to train (a miniature: `data/synth/models/bert`); default a random model of
-    /// BERT-base's shape.
-    #[arg(long)]
-    model: Option<String>,
-    /// Run one side in this process (what the bench starts each child process with).
-    #[arg(long, hide = true)]
-    only: Option<StepKind>,
-    #[command(flatten)]
-    repeat: Repeat<1, 3>,
-}
-
-/// The two sides of the cached-step bench.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "kebab-case")]
-enum StepKind {
-    /// One batch: every query's graph at once.
-    Whole,
-    /// Gradient caching over the micro-batches.
-    Cached,
-}
-
-#[derive(Serialize, serde::Deserialize)]
-struct CachedStepReport {
-    kind: StepKind,
-    device: String,
-    model: String,
-    queries: usize,
-    micro_batches: usize,
-    query_len: usize,
-    document_len: usize,
-    iterations: usize,
-    seconds_per_step: f64,
-    /// This process's peak resident memory (`VmHWM`): the model, AdamW's state and the step.
-    peak_rss_mib: Option<f64>,
-    device_reserved_mib: Option<f64>,
 }
 
 #[derive(Serialize)]
@@ -580,209 +436,6 @@ fn synthetic_tokens(batch: usize, len: usize) -> TokenBatch {
     }
 }
 
-fn train_step(args: TrainStepBench) -> Result<()> {
-    let (device, harness) = args.repeat.start()?;
-    let sizing = &args.sizing;
-    let hidden = sizing.hidden();
-    let queries = sizing.pick(args.queries, 8, 4);
-    let query_len = sizing.pick(args.query_len, 32, 16);
-    let document_len = sizing.pick(args.document_len, 128, 32);
-    let model = bert_shaped(&device.clone().autodiff(), hidden)?;
-    let recipe = Recipe {
-        batch_size: queries,
-        negatives: 1,
-        precision: args.precision,
-        ..Recipe::default()
-    };
-    let mut trainer = Trainer::new(model, recipe);
-    let batch = TrainBatch {
-        index: 0,
-        queries: synthetic_tokens(queries, query_len),
-        documents: synthetic_tokens(2 * queries, document_len),
-        teacher: None,
-    };
-    let mut step = || trainer.step(std::slice::from_ref(&batch));
-    // Two steps before a count: AdamW's state exists from the second on. `step` reads its
-    // metrics back from the device, so it returns when the step is done.
-    let (launches, seconds_per_step) = harness.count_or_time(sizing.launches, 2, &mut step)?;
-    let report = TrainStepReport {
-        run: harness.model_run(args.precision, hidden, launches),
-        queries,
-        documents: 2 * queries,
-        query_len,
-        document_len,
-        seconds_per_step,
-    };
-    print(&report, args.repeat.json, |report| {
-        let run = &report.run;
-        if let Some(launches) = &run.launches {
-            return format!(
-                "train step ({} queries x {}, {} documents x {}, hidden {}) on {}: {}",
-                report.queries,
-                report.query_len,
-                report.documents,
-                report.document_len,
-                run.hidden,
-                run.device,
-                launches::describe(launches)
-            );
-        }
-        format!(
-            "train step ({} queries x {}, {} documents x {}) on {} ({} products): {:.3} s/step, \
-             peak RSS {}",
-            report.queries,
-            report.query_len,
-            report.documents,
-            report.document_len,
-            run.device,
-            run.matmul.name(),
-            report.seconds_per_step,
-            describe_rss(run.peak_rss_mib)
-        )
-    })
-}
-
-/// Both sides of the cached-step bench, each in a child process of this binary (so that each
-/// peak RSS is that side's alone), printed side by side; or, with `--only`, one side here.
-fn cached_step(args: CachedStepBench) -> Result<()> {
-    anyhow::ensure!(
-        args.queries.is_multiple_of(args.accumulation),
-        "--accumulation {} must divide --queries {}",
-        args.accumulation,
-        args.queries
-    );
-    if let Some(kind) = args.only {
-        let report = cached_step_side(&args, kind)?;
-        println!("{}", serde_json::to_string(&report)?);
-        return Ok(());
-    }
-    let reports: Vec<CachedStepReport> = [StepKind::Whole, StepKind::Cached]
-        .into_iter()
-        .map(|kind| cached_step_child(&args, kind))
-        .collect::<Result<_>>()?;
-    if args.repeat.json {
-        println!("{}", serde_json::to_string(&reports)?);
-        return Ok(());
-    }
-    let first = &reports[0];
-    println!(
-        "train step, {} queries x {} and {} documents x {}, {} on {}:",
-        first.queries,
-        first.query_len,
-        2 * first.queries,
-        first.document_len,
-        first.model,
-        first.device
-    );
-    for report in &reports {
-        println!(
-            "  {:<7} {} micro-batch(es): {:.3} s/step, peak RSS {}",
-            format!("{:?}", report.kind).to_lowercase(),
-            report.micro_batches,
-            report.seconds_per_step,
-            describe_rss(report.peak_rss_mib)
-        );
-    }
-    Ok(())
-}
-
-/// Runs one side in a child process and reads its report.
-fn cached_step_child(args: &CachedStepBench, kind: StepKind) -> Result<CachedStepReport> {
-    let mut command = std::process::Command::new(std::env::current_exe()?);
-    command.args(["bench", "cached-step", "--only"]);
-    command.arg(format!("{kind:?}").to_lowercase());
-    for (flag, value) in [
-        ("--queries", args.queries),
-        ("--accumulation", args.accumulation),
-        ("--query-len", args.query_len),
-        ("--document-len", args.document_len),
-        ("--warmup", args.repeat.warmup),
-        ("--iterations", args.repeat.iterations),
-    ] {
-        command.args([flag, &value.to_string()]);
-    }
-    for (flag, value) in [("--model", &args.model), ("--device", &args.repeat.device)] {
-        if let Some(value) = value {
-            command.args([flag, value]);
-        }
-    }
-    let output = command.stderr(std::process::Stdio::inherit()).output()?;
-    anyhow::ensure!(
-        output.status.success(),
-        "the {kind:?} step failed ({})",
-        output.status
-    );
-    Ok(serde_json::from_slice(&output.stdout)?)
-}
-
-/// One side of the cached-step bench in this process.
-fn cached_step_side(args: &CachedStepBench, kind: StepKind) -> Result<CachedStepReport> {
-    let (device, harness) = args.repeat.start()?;
-    let autodiff = device.clone().autodiff();
-    let (model, vocab) = match &args.model {
-        Some(checkpoint) => {
-            let backbone = lsr_backbone::Backbone::load_with_dropout(
-                checkpoint,
-                &autodiff,
-                args.document_len,
-                false,
-            )?;
-            let vocab = backbone.config.dims.vocab_size as u32;
-            (backbone.model, vocab)
-        }
-        None => (bert_base(&autodiff)?, u32::MAX),
-    };
-    // BERT-base's ids, folded into a smaller vocabulary.
-    let tokens = |batch, len| {
-        let mut tokens = synthetic_tokens(batch, len);
-        tokens.ids.iter_mut().for_each(|id| *id %= vocab);
-        tokens
-    };
-    let micro_batches = match kind {
-        StepKind::Whole => 1,
-        StepKind::Cached => args.accumulation,
-    };
-    let recipe = Recipe {
-        batch_size: args.queries,
-        accumulation: micro_batches,
-        batching: match kind {
-            StepKind::Whole => lsr_train::Batching::Accumulation,
-            StepKind::Cached => lsr_train::Batching::Cached,
-        },
-        negatives: 1,
-        ..Recipe::default()
-    };
-    let mut trainer = Trainer::new(model, recipe);
-    let size = args.queries / micro_batches;
-    let batches: Vec<TrainBatch> = (0..micro_batches as u64)
-        .map(|index| TrainBatch {
-            index,
-            queries: tokens(size, args.query_len),
-            documents: tokens(2 * size, args.document_len),
-            teacher: None,
-        })
-        .collect();
-    let seconds_per_step = harness.seconds(|| {
-        trainer.step(&batches);
-    })?;
-    Ok(CachedStepReport {
-        kind,
-        device: format!("{device:?}"),
-        model: args
-            .model
-            .clone()
-            .unwrap_or_else(|| "BERT-base shape (random)".into()),
-        queries: args.queries,
-        micro_batches,
-        query_len: args.query_len,
-        document_len: args.document_len,
-        iterations: args.repeat.iterations,
-        seconds_per_step,
-        peak_rss_mib: peak_rss_mib(),
-        device_reserved_mib: reserved_mib(&device),
-    })
-}
-
 fn encode(args: EncodeBench) -> Result<()> {
     anyhow::ensure!(args.head_tile > 0, "--head-tile must be at least 1");
     let (device, harness) = args.repeat.start()?;
@@ -828,120 +481,6 @@ fn encode(args: EncodeBench) -> Result<()> {
             report.seconds_per_batch,
             report.sequences_per_second,
             describe_rss(run.peak_rss_mib)
-        )
-    })
-}
-
-fn matmul(args: MatmulBench) -> Result<()> {
-    let (device, harness) = args.repeat.start()?;
-    let shapes = match args.shapes.is_empty() {
-        true => vec![crate::values::product_shape("head=32768x768x30522t").expect("a shape")],
-        false => args.shapes,
-    };
-    for shape in shapes {
-        let report = product(&shape, args.precision, &device, &harness)?;
-        print(&report, args.repeat.json, |report| {
-            format!(
-                "matmul {} [{}, {}]·[{}, {}]{} in {} on {} ({}): {:.3} ms, {:.1} TFLOP/s",
-                report.shape,
-                report.m,
-                report.k,
-                report.k,
-                report.n,
-                if report.transposed_rhs {
-                    " (rhs transposed)"
-                } else {
-                    ""
-                },
-                report.precision,
-                report.device,
-                report.matmul.name(),
-                report.seconds * 1e3,
-                report.tflops
-            )
-        })?;
-    }
-    Ok(())
-}
-
-/// One shape of `lsr bench matmul`, timed where the model's products go.
-fn product(
-    shape: &ProductShape,
-    precision: Precision,
-    device: &Device,
-    harness: &Harness,
-) -> Result<MatmulReport> {
-    use burn::tensor::Distribution;
-    let dtype = precision.compute();
-    let random = |dims: [usize; 2]| {
-        Tensor::<2>::random(dims, Distribution::Normal(0.0, 1.0), device).cast(dtype)
-    };
-    let (m, k, n) = (shape.m, shape.k, shape.n);
-    let lhs = random([m, k]);
-    let rhs = match shape.transposed_rhs {
-        true => random([n, k]).transpose(),
-        false => random([k, n]),
-    };
-    // Each product dropped at once: ten `[m, n]` results would not fit together.
-    let seconds = harness.seconds(|| drop(matmul::matmul(lhs.clone(), rhs.clone())))?;
-    Ok(MatmulReport {
-        shape: shape.name.clone(),
-        device: format!("{device:?}"),
-        precision,
-        matmul: products_on(device),
-        m,
-        k,
-        n,
-        transposed_rhs: shape.transposed_rhs,
-        seconds,
-        tflops: 2.0 * (m * k * n) as f64 / seconds / 1e12,
-        cublas: harness.cublas(),
-    })
-}
-
-fn reduce(args: ReduceBench) -> Result<()> {
-    use burn::tensor::Distribution;
-    let (device, harness) = args.repeat.start()?;
-    let block = lsr_compute::norm::row_block(args.rows);
-    let columns = Tensor::<2>::random([args.rows, args.width], Distribution::Default, &device);
-    let logits = Tensor::<3>::random(
-        [args.batch, args.seq_len, args.terms],
-        Distribution::Default,
-        &device,
-    );
-    let ms = |work: &dyn Fn() -> Tensor<1>| harness.seconds(work).map(|s| s * 1e3);
-    let [rows, width] = [args.rows, args.width];
-    let report = ReduceReport {
-        device: format!("{device:?}"),
-        rows,
-        width,
-        block,
-        column_sum_one_pass_ms: ms(&|| columns.clone().sum_dim(0).flatten(0, 1))?,
-        column_sum_two_pass_ms: ms(&|| {
-            columns
-                .clone()
-                .reshape([rows / block, block, width])
-                .sum_dim(0)
-                .sum_dim(1)
-                .flatten(0, 2)
-        })?,
-        batch: args.batch,
-        seq_len: args.seq_len,
-        terms: args.terms,
-        token_max_ms: ms(&|| logits.clone().max_dim(1).flatten(0, 2))?,
-    };
-    print(&report, args.repeat.json, |report| {
-        format!(
-            "on {}: column sum [{rows}, {width}] {:.3} ms in one pass, {:.3} ms in two (blocks \
-             of {block}); max over {} tokens of [{}, {}, {}] {:.3} ms",
-            report.device,
-            report.column_sum_one_pass_ms,
-            report.column_sum_two_pass_ms,
-            args.seq_len,
-            args.batch,
-            args.seq_len,
-            args.terms,
-            report.token_max_ms
         )
     })
 }
