@@ -9,11 +9,13 @@
 //! event files, written as it trains and read back (`tensorboard`), how a number is written as
 //! text (`number`), the stop a signal requests (`stop`) and worker processes that a parent runs
 //! one per device and passes stop requests on to (`workers`). It compiles no tensor code, so the report reads results without burn. For
-//! tests: the rule for one that cannot set up its environment (`ci`), a file damaged in place
-//! (`damage`) and, with the `small-disk` feature, a small tmpfs to fill (`small_disk`).
+//! tests: the rule for one that cannot set up its environment (`ci`, which the devices tests
+//! compare on use too) and, with the `testing` feature, a file damaged in place (`damage`) and
+//! a small tmpfs to fill (`small_disk`).
 
 pub mod atomic;
 pub mod ci;
+#[cfg(feature = "testing")]
 pub mod damage;
 pub mod digest;
 pub mod layout;
@@ -22,7 +24,7 @@ pub mod number;
 pub mod probe;
 pub mod provenance;
 pub mod results;
-#[cfg(feature = "small-disk")]
+#[cfg(feature = "testing")]
 pub mod small_disk;
 pub mod status;
 pub mod stop;

@@ -222,7 +222,9 @@ pub fn find(path: &Path) -> Result<PathBuf> {
 }
 
 /// The trained weights of checkpoint `path` applied to `model` (the same backbone, rescaled the
-/// same way); refused if the checkpoint was damaged since it was written.
+/// same way); refused if the checkpoint was damaged since it was written. Only the tests restore
+/// a model this way (feature `testing`); a resumed run restores its whole state.
+#[cfg(feature = "testing")]
 pub fn restore_model(path: &Path, model: MaskedLm) -> Result<MaskedLm> {
     intact(path)?;
     load_model(path, model)

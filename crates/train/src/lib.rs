@@ -22,6 +22,8 @@ pub mod reference;
 pub mod run;
 pub mod schedule;
 pub mod settings;
+#[cfg(feature = "testing")]
+pub mod testing;
 pub mod trainer;
 pub mod validation;
 

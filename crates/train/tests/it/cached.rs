@@ -7,7 +7,7 @@ use lsr_backbone::Backbone;
 use lsr_backbone::reference::fixtures_dir;
 use lsr_train::config::Batching;
 use lsr_train::data::{BatchPlan, TrainBatch, TripleSource};
-use lsr_train::reference::{gradient_deviation, whole_batch_gradients};
+use lsr_train::testing::{gradient_deviation, whole_batch_gradients};
 use lsr_train::{DataConfig, Recipe, Trainer};
 
 fn micro_batches(backbone: &Backbone, count: u64, size: usize) -> Vec<TrainBatch> {
