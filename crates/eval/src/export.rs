@@ -90,29 +90,17 @@ pub fn export(
     write_out(out, |file| {
         read_vectors(vectors, |id, terms| {
             let line = match format {
-                Format::AnseriniDocuments => {
-                    let mut vector = serde_json::Map::new();
-                    for &(t, w) in terms {
-                        let impact = quantize(w, factor);
-                        if impact > 0 {
-                            vector.insert(term(t)?.into(), impact.into());
-                        }
-                    }
-                    serde_json::json!({"id": id, "contents": "", "vector": vector}).to_string()
-                }
-                Format::Seismic => {
-                    let mut vector = serde_json::Map::new();
-                    for &(t, w) in terms {
-                        let value = match quantization {
-                            Some(factor) => quantize(w, factor) as f32,
-                            None => w,
-                        };
-                        if value != 0.0 {
-                            vector.insert(term(t)?.into(), value.into());
-                        }
-                    }
-                    serde_json::json!({"id": id, "content": "", "vector": vector}).to_string()
-                }
+                Format::AnseriniDocuments => json_line(id, "contents", terms, &term, |w| {
+                    let impact = quantize(w, factor);
+                    (impact > 0).then(|| impact.into())
+                })?,
+                Format::Seismic => json_line(id, "content", terms, &term, |w| {
+                    let value = match quantization {
+                        Some(factor) => quantize(w, factor) as f32,
+                        None => w,
+                    };
+                    (value != 0.0).then(|| value.into())
+                })?,
                 Format::AnseriniQueries => format!("{id}\t{}", repeated(terms)?),
                 Format::PisaQueries if id.contains(':') => {
                     return Err(EvalError::File {
@@ -134,6 +122,28 @@ pub fn export(
     })?;
     progress.finish_and_clear();
     Ok(count)
+}
+
+/// A JSON engine's line for one vector: `{"id", <text_key>: "", "vector": {token: value}}`,
+/// with the terms whose `value` is `None` (zero) left out.
+fn json_line<'a>(
+    id: &str,
+    text_key: &str,
+    terms: &[(u32, f32)],
+    term: &impl Fn(u32) -> Result<&'a str>,
+    value: impl Fn(f32) -> Option<serde_json::Value>,
+) -> Result<String> {
+    let mut vector = serde_json::Map::new();
+    for &(t, w) in terms {
+        if let Some(value) = value(w) {
+            vector.insert(term(t)?.into(), value);
+        }
+    }
+    let mut line = serde_json::Map::new();
+    line.insert("id".into(), id.into());
+    line.insert(text_key.into(), "".into());
+    line.insert("vector".into(), vector.into());
+    Ok(serde_json::Value::Object(line).to_string())
 }
 
 /// Fills `out` atomically with `fill`, whose own error (a bad input, say) is returned as it is
