@@ -227,10 +227,11 @@ mod tests {
             for entry in std::fs::read_dir(&dir).unwrap() {
                 let path = entry.unwrap().path();
                 let name = path.file_name().unwrap().to_string_lossy();
+                // A `tests.rs` is a module's tests in a file of their own (`mod tests;`).
+                let source = name.ends_with(".rs") && name != "tests.rs";
                 if path.is_dir() && !["target", "libfuzzer", "tests"].contains(&&*name) {
                     dirs.push(path);
-                } else if name.ends_with(".rs") && path.components().any(|c| c.as_os_str() == "src")
-                {
+                } else if source && path.components().any(|c| c.as_os_str() == "src") {
                     sources.push(path);
                 }
             }
