@@ -161,9 +161,8 @@ fn cuda_driver_has(index: usize) -> std::result::Result<(), String> {
 /// device `LSR_TEST_DEVICE` names (CI: WGPU on Mesa's software Vulkan).
 pub fn test_devices() -> Vec<Device> {
     let mut devices = vec![Device::flex()];
-    match std::env::var("LSR_TEST_DEVICE") {
-        Ok(spec) => devices.push(parse_device(Some(&spec)).expect("LSR_TEST_DEVICE")),
-        Err(_) => lsr_files::ci::cannot_set_up("a second device: LSR_TEST_DEVICE is not set"),
+    if let Some(spec) = lsr_files::ci::test_device("a second device") {
+        devices.push(parse_device(Some(&spec)).expect("LSR_TEST_DEVICE"));
     }
     devices
 }
@@ -316,11 +315,10 @@ mod tests {
     #[cfg(all(feature = "cuda", feature = "wgpu"))]
     #[test]
     fn a_refused_cuda_start_leaves_wgpu_startable() {
-        let Ok(spec) = std::env::var("LSR_TEST_DEVICE") else {
-            lsr_files::ci::cannot_set_up("a WGPU device: LSR_TEST_DEVICE is not set");
+        let Some(spec) = lsr_files::ci::wgpu_test_device() else {
             return;
         };
-        if !spec.starts_with("wgpu") || std::path::Path::new("/dev/nvidiactl").exists() {
+        if std::path::Path::new("/dev/nvidiactl").exists() {
             return;
         }
         assert!(parse_device(Some("cuda")).is_err());

@@ -6,10 +6,7 @@ use burn::prelude::*;
 use lsr_compute::launches::{Counting, DeviceLimits, Label, Region, enter, mark, memory_point};
 
 fn gpu() -> Option<Device> {
-    let Ok(spec) = std::env::var("LSR_TEST_DEVICE") else {
-        lsr_files::ci::cannot_set_up("a GPU device: LSR_TEST_DEVICE is not set");
-        return None;
-    };
+    let spec = lsr_files::ci::test_device("a GPU device")?;
     Some(lsr_compute::parse_device(Some(&spec)).expect("LSR_TEST_DEVICE starts"))
 }
 

@@ -15,3 +15,20 @@ pub fn cannot_set_up(what: &str) {
     }
     eprintln!("skipped: cannot set up {what}");
 }
+
+/// The device `LSR_TEST_DEVICE` names, for a test that needs `what` (a second device, a GPU);
+/// unset, [`cannot_set_up`] says so and this is `None`.
+pub fn test_device(what: &str) -> Option<String> {
+    match std::env::var("LSR_TEST_DEVICE") {
+        Ok(spec) => Some(spec),
+        Err(_) => {
+            cannot_set_up(&format!("{what}: LSR_TEST_DEVICE is not set"));
+            None
+        }
+    }
+}
+
+/// [`test_device`] for a test of WGPU alone: `None` too where it names another device.
+pub fn wgpu_test_device() -> Option<String> {
+    test_device("a WGPU device").filter(|spec| spec.starts_with("wgpu"))
+}

@@ -225,13 +225,9 @@ fn signal(pid: u32, which: &str) {
 /// where `LSR_TEST_DEVICE` names a WGPU device (CI: lavapipe), which caches as CUDA does.
 #[test]
 fn processes_share_a_kernel_cache_two_writing_at_once_then_a_third_reading_it() {
-    let Ok(spec) = std::env::var("LSR_TEST_DEVICE") else {
-        lsr_files::ci::cannot_set_up("a WGPU device: LSR_TEST_DEVICE is not set");
+    let Some(spec) = lsr_files::ci::wgpu_test_device() else {
         return;
     };
-    if !spec.starts_with("wgpu") {
-        return;
-    }
     let cache = tempfile::tempdir().unwrap();
     let bench = |rows: &str| {
         let mut command = Command::new(assert_cmd::cargo::cargo_bin("lsr"));

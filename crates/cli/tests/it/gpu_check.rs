@@ -112,13 +112,9 @@ fn targets_run_before_diagnosis_and_the_budget_reports_what_it_leaves_out() {
 /// names a WGPU device (CI: lavapipe), which caches as CUDA does.
 #[test]
 fn a_gpu_backend_keeps_its_kernels_where_lsr_kernel_cache_says() {
-    let Ok(spec) = std::env::var("LSR_TEST_DEVICE") else {
-        lsr_files::ci::cannot_set_up("a WGPU device: LSR_TEST_DEVICE is not set");
+    let Some(spec) = lsr_files::ci::wgpu_test_device() else {
         return;
     };
-    if !spec.starts_with("wgpu") {
-        return;
-    }
     let cache = tempfile::tempdir().unwrap();
     let bench = |setting: &str| {
         crate::common::succeeded(
