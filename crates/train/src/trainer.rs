@@ -402,14 +402,10 @@ pub fn global_norm(model: &MaskedLm, gradients: &GradientsParams) -> f64 {
         flat: Vec::new(),
     };
     model.visit(&mut visitor);
-    let mut flat = visitor.flat.into_iter().peekable();
-    let mut total: Option<Tensor<1>> = None;
-    while flat.peek().is_some() {
-        let group: Vec<Tensor<1>> = flat.by_ref().take(GROUP).collect();
-        let squares = Tensor::cat(group, 0).square().sum();
-        total = Some(total.map_or(squares.clone(), |total| total + squares));
-    }
-    total.map_or(0.0, |total| total.into_scalar::<f32>().to_f64().sqrt())
+    (visitor.flat.chunks(GROUP))
+        .map(|group| Tensor::cat(group.to_vec(), 0).square().sum())
+        .reduce(|total, squares| total + squares)
+        .map_or(0.0, |total| total.into_scalar::<f32>().to_f64().sqrt())
 }
 
 /// Whether every weight of `model` is finite: a collapsed run's model is exported only then.
