@@ -103,15 +103,12 @@ pub struct Recipe {
     pub query_regularizer: Regularizer,
     /// Which documents the document FLOPS averages over.
     pub document_flops: DocumentFlops,
-    /// The contrastive loss's weight in the ranking loss (0: distillation alone).
+    /// The contrastive loss's weight in the ranking loss (0: distillation alone; train.csv
+    /// still logs it, over the candidates `in_batch_negatives` says).
     pub contrastive_weight: f64,
     /// Distillation from the teacher's scores of each query's positive and negatives (a `[data]`
-    /// format with scores), added to the ranking loss with `distillation_weight`.
+    /// format with scores), added to the ranking loss with its weight: `[recipe.distillation]`.
     pub distillation: Distillation,
-    pub distillation_weight: f64,
-    /// KL-Div's temperature T: both score lists divided by T, the loss multiplied by T²
-    /// (sentence-transformers' `DistillKLDivLoss`); naver/splade's is 1.
-    pub temperature: f64,
     /// Train with the dropout the backbone's config declares (transformers' `model.train()`,
     /// as naver/splade); `false`: none.
     pub dropout: bool,
@@ -162,9 +159,7 @@ impl Default for Recipe {
             query_regularizer: Regularizer::Flops,
             document_flops: DocumentFlops::PositivesNegatives,
             contrastive_weight: 1.0,
-            distillation: Distillation::None,
-            distillation_weight: 1.0,
-            temperature: 1.0,
+            distillation: Distillation::None {},
             dropout: true,
             max_grad_norm: None,
             seed: 123,
@@ -213,18 +208,57 @@ pub enum Batching {
     Cached,
 }
 
-/// The distillation loss over each query's positive and negatives, from the teacher's scores.
-#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "kebab-case")]
+/// The distillation loss over each query's positive and negatives, from the teacher's scores,
+/// with the parameters that loss takes and no other: in TOML a table whose `loss` names it,
+/// `[recipe.distillation]` `loss = "kl-div"`, `weight = 0.5`, `temperature = 2.0`. A key the
+/// loss does not take (`temperature` under MarginMSE, `weight` under none) is an error naming it.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(tag = "loss", rename_all = "kebab-case", deny_unknown_fields)]
+#[serde(
+    expecting = "a table whose `loss` is \"none\", \"margin-mse\" (with `weight`) or \"kl-div\" \
+                 (with `weight`, `temperature`), e.g. { loss = \"margin-mse\", weight = 1.0 }"
+)]
 pub enum Distillation {
-    None,
+    /// The contrastive loss alone. (A variant with fields, if none: serde lets a unit variant
+    /// of a tagged enum take any key.)
+    None {},
     /// `mean_{i,j} ((s⁺_i − s⁻_ij) − (t⁺_i − t⁻_ij))²` over the B queries and their n negatives:
     /// naver/splade's `DistilMarginMSE` (n = 1), sentence-transformers' `MarginMSELoss`.
-    MarginMse,
+    MarginMse {
+        /// The loss's weight in the ranking loss.
+        #[serde(default = "one")]
+        weight: f64,
+    },
     /// `T² · mean_i KL(softmax(t_i/T) ‖ softmax(s_i/T))` over each query's positive and n
     /// negatives: naver/splade's `DistilKLLoss` and its HF trainer's `kldiv` (T = 1),
     /// sentence-transformers' `DistillKLDivLoss`.
-    KlDiv,
+    KlDiv {
+        #[serde(default = "one")]
+        weight: f64,
+        /// T: both score lists divided by T, the loss multiplied by T² (sentence-transformers'
+        /// `DistillKLDivLoss`); naver/splade's is 1.
+        #[serde(default = "one")]
+        temperature: f64,
+    },
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+impl Distillation {
+    /// Whether there is a distillation loss (and so a need for the teacher's scores).
+    pub fn distils(&self) -> bool {
+        *self != Self::None {}
+    }
+
+    /// The loss's weight in the ranking loss; 0 without one.
+    pub fn weight(&self) -> f64 {
+        match *self {
+            Self::None {} => 0.0,
+            Self::MarginMse { weight } | Self::KlDiv { weight, .. } => weight,
+        }
+    }
 }
 
 /// Training triplets in one of the MS MARCO forms.
@@ -439,17 +473,17 @@ impl TrainConfig {
     /// Something to learn from: the contrastive loss, or distillation from data with scores.
     fn check_objective(&self) -> Checked {
         let r = &self.recipe;
-        if r.distillation == Distillation::None && r.contrastive_weight == 0.0 {
+        if !r.distillation.distils() && r.contrastive_weight == 0.0 {
             let message = "with contrastive_weight = 0 the ranking loss is distillation alone; \
-                           choose distillation = \"margin-mse\" or \"kl-div\"";
-            return Err(("recipe.distillation", message.into()));
+                           choose [recipe.distillation] loss = \"margin-mse\" or \"kl-div\"";
+            return Err(("recipe.distillation.loss", message.into()));
         }
-        if r.distillation != Distillation::None && !self.data.has_teacher() {
+        if r.distillation.distils() && !self.data.has_teacher() {
             let message = "distillation needs a teacher's scores: [data] format \
                            \"distil-triples\", \"pickle-scores\" or \"parquet-margins\"";
-            return Err(("recipe.distillation", message.into()));
+            return Err(("recipe.distillation.loss", message.into()));
         }
-        if r.distillation != Distillation::None && r.negatives == 0 {
+        if r.distillation.distils() && r.negatives == 0 {
             let message = "distillation compares each positive with its negatives; needs ≥ 1";
             return Err(("recipe.negatives", message.into()));
         }
@@ -467,13 +501,15 @@ fn check_numbers(r: &Recipe) -> Checked {
             return Err((field, format!("must be finite and > 0, got {value}")));
         }
     }
-    if !r.temperature.is_finite() || r.temperature <= 0.0 {
-        let message = format!("must be finite and > 0, got {}", r.temperature);
-        return Err(("recipe.temperature", message));
+    if let Distillation::KlDiv { temperature, .. } = r.distillation
+        && (!temperature.is_finite() || temperature <= 0.0)
+    {
+        let message = format!("must be finite and > 0, got {temperature}");
+        return Err(("recipe.distillation.temperature", message));
     }
     let non_negative = [
         ("recipe.contrastive_weight", r.contrastive_weight),
-        ("recipe.distillation_weight", r.distillation_weight),
+        ("recipe.distillation.weight", r.distillation.weight()),
         ("recipe.weight_decay", r.weight_decay),
         ("recipe.lambda_q", r.lambda_q),
         ("recipe.lambda_d", r.lambda_d),
@@ -562,14 +598,17 @@ warmup_steps = 2
         ));
         let sets = [
             "recipe.negatives=4",
-            "recipe.distillation=margin-mse",
+            "recipe.distillation.loss=margin-mse",
             "recipe.contrastive_weight=0",
         ];
         let config = TrainConfig::load(file.path(), &sets.map(String::from)).unwrap();
-        assert_eq!(config.recipe.distillation, Distillation::MarginMse);
+        assert_eq!(
+            config.recipe.distillation,
+            Distillation::MarginMse { weight: 1.0 }
+        );
         assert_eq!(config.data.files().len(), 4);
         let none = [
-            "recipe.distillation=kl-div",
+            "recipe.distillation.loss=kl-div",
             "recipe.negatives=0",
             "recipe.document_flops=all",
         ]
@@ -578,6 +617,45 @@ warmup_steps = 2
             .unwrap_err()
             .to_string();
         assert!(message.contains("recipe.negatives"), "{message}");
+    }
+
+    /// A distillation key the loss does not take is an error naming it, in a file (with its
+    /// line) and through --set; a loss's keys default as naver/splade's.
+    #[test]
+    fn distillation_keys_that_do_not_apply_are_refused() {
+        let teacher = CELL.replace(
+            "format = \"triples\"\ntriples = \"triples.tsv\"",
+            "format = \"distil-triples\"\ntriples = \"t.tsv\"",
+        );
+        let with = |table: &str| write(&format!("{teacher}\n[recipe.distillation]\n{table}\n"));
+        let file = with("loss = \"margin-mse\"\ntemperature = 2.0");
+        let message = TrainConfig::load(file.path(), &[]).unwrap_err().to_string();
+        assert!(
+            message.contains("temperature") && message.contains("line 17"),
+            "{message}"
+        );
+        let file = with("loss = \"none\"\nweight = 0.5");
+        let message = TrainConfig::load(file.path(), &[]).unwrap_err().to_string();
+        assert!(message.contains("weight"), "{message}");
+        let file = with("loss = \"kl-div\"");
+        let config = TrainConfig::load(file.path(), &[]).unwrap();
+        let expected = Distillation::KlDiv {
+            weight: 1.0,
+            temperature: 1.0,
+        };
+        assert_eq!(config.recipe.distillation, expected);
+        let sets = ["recipe.distillation.loss=margin-mse".into()];
+        let switched = TrainConfig::load(file.path(), &sets).unwrap();
+        let margin_mse = Distillation::MarginMse { weight: 1.0 };
+        assert_eq!(switched.recipe.distillation, margin_mse);
+        let file = with("loss = \"kl-div\"\ntemperature = 2.0");
+        let message = TrainConfig::load(file.path(), &sets)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            message.contains("recipe.distillation") && message.contains("temperature"),
+            "{message}"
+        );
     }
 
     #[test]
@@ -603,15 +681,21 @@ warmup_steps = 2
             ("recipe.accumulation=3", "recipe.accumulation"),
             ("recipe.negatives=4", "recipe.negatives"),
             ("recipe.max_grad_norm=0", "recipe.max_grad_norm"),
-            ("recipe.temperature=0", "recipe.temperature"),
             (
-                "recipe.distillation_weight=-1",
-                "recipe.distillation_weight",
+                "recipe.distillation={loss=\"kl-div\",temperature=0}",
+                "recipe.distillation.temperature",
+            ),
+            (
+                "recipe.distillation={loss=\"margin-mse\",weight=-1}",
+                "recipe.distillation.weight",
             ),
             ("recipe.contrastive_weight=nan", "recipe.contrastive_weight"),
             // Triples carry no teacher scores.
-            ("recipe.distillation=kl-div", "recipe.distillation"),
-            ("recipe.contrastive_weight=0", "recipe.distillation"),
+            (
+                "recipe.distillation.loss=kl-div",
+                "recipe.distillation.loss",
+            ),
+            ("recipe.contrastive_weight=0", "recipe.distillation.loss"),
             ("recipe.batching=gradcache", "recipe.batching"),
         ] {
             let message = TrainConfig::load(file.path(), &[assignment.into()])

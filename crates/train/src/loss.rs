@@ -11,7 +11,7 @@ use crate::config::{Distillation, DocumentFlops, Recipe, Regularizer};
 pub struct LossTerms {
     /// `ranking + λ_q·query_regularizer + λ_d·document_flops`.
     pub total: Tensor<1>,
-    /// `contrastive_weight·contrastive + distillation_weight·distillation`.
+    /// `contrastive_weight·contrastive + distillation.weight·distillation`.
     pub ranking: Tensor<1>,
     pub contrastive: Tensor<1>,
     /// Zero without distillation.
@@ -28,7 +28,7 @@ pub struct LossTerms {
 /// and negatives, in that order (needed when the recipe distils). Contrastive loss: InfoNCE
 /// with temperature 1 over the raw dot products of each query with its positive, its own n
 /// negatives and, with `in_batch_negatives`, the other queries' positives (naver/splade's
-/// `InBatchPairwiseNLL`; without: `PairwiseNLL`). Distillation: [`distillation`] over each
+/// `InBatchPairwiseNLL`; without: `PairwiseNLL`). Distillation: [`Distillation::loss`] over each
 /// query's own positive and negatives. Regularisers, weighted by `lambdas` (q, d): FLOPS
 /// `Σ_j (mean_i |w_ij|)²` over the documents as `document_flops` says, and FLOPS or L1 over the
 /// queries.
@@ -63,19 +63,11 @@ pub fn splade_loss(
         ],
         1,
     );
-    let distillation = match teacher {
-        Some(teacher) => distillation(student, teacher, recipe.distillation, recipe.temperature),
-        None => {
-            assert_eq!(
-                recipe.distillation,
-                Distillation::None,
-                "distillation needs scores"
-            );
-            Tensor::zeros([1], &queries.device())
-        }
-    };
+    let distillation = recipe.distillation.loss(student, teacher);
     let ranking = contrastive.clone().mul_scalar(recipe.contrastive_weight)
-        + distillation.clone().mul_scalar(recipe.distillation_weight);
+        + distillation
+            .clone()
+            .mul_scalar(recipe.distillation.weight());
     let query_term = match recipe.query_regularizer {
         Regularizer::Flops => flops(queries),
         Regularizer::L1 => queries.abs().sum_dim(1).mean(),
@@ -131,41 +123,49 @@ fn ranking_loss(
     (positive_scores, ranking)
 }
 
-/// The distillation loss of `student` scores `[B, 1+n]` (each query's positive, then its
-/// negatives) against the teacher's, as naver/splade and sentence-transformers compute it:
-/// MarginMSE averages `((s⁺ − s⁻_j) − (t⁺ − t⁻_j))²` over the B·n margins (naver's
-/// `DistilMarginMSE` with n = 1); KL-Div is `T² · mean_i Σ_j p_ij (log p_ij − log q_ij)` with
-/// `p = softmax(t/T)`, `q = softmax(s/T)` (torch's `KLDivLoss` summed over candidates, averaged
-/// over queries: naver's `DistilKLLoss` at T = 1, sentence-transformers' `batchmean`).
-pub fn distillation(
-    student: Tensor<2>,
-    teacher: Tensor<2>,
-    kind: Distillation,
-    temperature: f64,
-) -> Tensor<1> {
-    let [batch, candidates] = student.dims();
-    let teacher = teacher.detach();
-    match kind {
-        Distillation::None => Tensor::zeros([1], &student.device()),
-        Distillation::MarginMse => {
-            let margins = |scores: Tensor<2>| {
-                let positive = scores.clone().slice_dim(1, 0..1);
-                positive - scores.slice_dim(1, 1..candidates)
-            };
-            (margins(student) - margins(teacher)).square().mean()
-        }
-        Distillation::KlDiv => {
-            let log_q = log_softmax(student.div_scalar(temperature), 1);
-            // log p from log_softmax, so that a probability that underflows to 0 contributes
-            // 0·(finite) = 0, as torch's xlogy does.
-            let log_p = log_softmax(teacher.div_scalar(temperature), 1);
-            let p = log_p.clone().exp();
-            (p * (log_p - log_q))
-                .sum()
-                .div_scalar(batch as f64)
-                .mul_scalar(temperature * temperature)
+impl Distillation {
+    /// The distillation loss of `student` scores `[B, 1+n]` (each query's positive, then its
+    /// negatives) against the `teacher`'s, as naver/splade and sentence-transformers compute it
+    /// (zero without distillation): MarginMSE averages `((s⁺ − s⁻_j) − (t⁺ − t⁻_j))²` over the
+    /// B·n margins (naver's `DistilMarginMSE` with n = 1); KL-Div is
+    /// `T² · mean_i Σ_j p_ij (log p_ij − log q_ij)` with `p = softmax(t/T)`, `q = softmax(s/T)`
+    /// (torch's `KLDivLoss` summed over candidates, averaged over queries: naver's `DistilKLLoss`
+    /// at T = 1, sentence-transformers' `batchmean`).
+    ///
+    /// # Panics
+    /// If the recipe distils and `teacher` is `None`: validation refuses such a config.
+    pub fn loss(self, student: Tensor<2>, teacher: Option<Tensor<2>>) -> Tensor<1> {
+        match (self, teacher) {
+            (Self::None {}, _) => Tensor::zeros([1], &student.device()),
+            (Self::MarginMse { .. }, Some(teacher)) => margin_mse(student, teacher.detach()),
+            (Self::KlDiv { temperature, .. }, Some(teacher)) => {
+                kl_div(student, teacher.detach(), temperature)
+            }
+            (_, None) => panic!("distillation needs the teacher's scores"),
         }
     }
+}
+
+fn margin_mse(student: Tensor<2>, teacher: Tensor<2>) -> Tensor<1> {
+    let candidates = student.dims()[1];
+    let margins = |scores: Tensor<2>| {
+        let positive = scores.clone().slice_dim(1, 0..1);
+        positive - scores.slice_dim(1, 1..candidates)
+    };
+    (margins(student) - margins(teacher)).square().mean()
+}
+
+fn kl_div(student: Tensor<2>, teacher: Tensor<2>, temperature: f64) -> Tensor<1> {
+    let batch = student.dims()[0];
+    let log_q = log_softmax(student.div_scalar(temperature), 1);
+    // log p from log_softmax, so that a probability that underflows to 0 contributes
+    // 0·(finite) = 0, as torch's xlogy does.
+    let log_p = log_softmax(teacher.div_scalar(temperature), 1);
+    let p = log_p.clone().exp();
+    (p * (log_p - log_q))
+        .sum()
+        .div_scalar(batch as f64)
+        .mul_scalar(temperature * temperature)
 }
 
 /// `Σ_j (mean_i |w_ij|)²`, the smooth relaxation of the expected number of multiplications.

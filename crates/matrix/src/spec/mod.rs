@@ -513,8 +513,9 @@ impl Source<'_> {
                 .iter()
                 .map(|(k, v)| (k.as_str(), (v, own.as_str()))),
         );
+        // A field within a table (`distillation.temperature`) is at its table's line.
         let at_field = |key: &str, message: &str| {
-            let (value, part) = fields.get(key)?;
+            let (value, part) = fields.get(key.split('.').next()?)?;
             let line = self.line_of(value.span().start);
             Some(self.fail(line, format!("{part}recipe.{key}: {message}")))
         };

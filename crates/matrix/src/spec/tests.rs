@@ -123,6 +123,17 @@ fn validation_errors_name_the_line_or_the_field() {
             "steps = 100\nseed = 1.5\n",
             ":21: recipe.seed: invalid type: floating point `1.5`",
         ),
+        // A key the distillation loss does not take; a value out of range within its table.
+        (
+            "warmup_steps = 10",
+            "warmup_steps = 10\ndistillation = { loss = \"margin-mse\", temperature = 2.0 }",
+            ":23: recipe.distillation: unknown field `temperature`, expected `weight`",
+        ),
+        (
+            "warmup_steps = 10",
+            "warmup_steps = 10\ndistillation = { loss = \"kl-div\", temperature = 0 }",
+            ":23: recipe.distillation.temperature: must be finite and > 0, got 0",
+        ),
         (
             "name = \"modernbert\"",
             "name = \"bert\"",
@@ -305,7 +316,8 @@ fn the_committed_matrices_load_with_their_evaluation_lengths() {
         Some(experiments.join("mini.toml"))
     );
     assert!(mini_distil.backbone_differences(&mini).is_empty());
-    assert_eq!(recipe.distillation, lsr_train::Distillation::MarginMse);
+    let margin_mse = lsr_train::Distillation::MarginMse { weight: 1.0 };
+    assert_eq!(recipe.distillation, margin_mse);
     assert_eq!(recipe.batching, lsr_train::Batching::Cached);
     assert_eq!(
         (recipe.batch_size, recipe.lambda_q, recipe.lambda_d),

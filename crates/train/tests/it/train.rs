@@ -212,7 +212,10 @@ fn distilled(mut config: TrainConfig) -> TrainConfig {
     config.recipe.negatives = 2;
     config.recipe.accumulation = 2;
     config.recipe.batching = Batching::Cached;
-    config.recipe.distillation = Distillation::KlDiv;
+    config.recipe.distillation = Distillation::KlDiv {
+        weight: 1.0,
+        temperature: 1.0,
+    };
     config.validated("test").unwrap()
 }
 
