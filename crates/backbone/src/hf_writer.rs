@@ -143,7 +143,7 @@ fn hf_tensors(model: &MaskedLm, names: &TensorNames) -> Result<Vec<(String, Tens
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Backbone, RescaleMode};
+    use crate::model::{Backbone, RescaleMode, Scale};
     use crate::reference::fixtures_dir;
     use itertools::Itertools;
 
@@ -182,7 +182,11 @@ mod tests {
         ] {
             let dir = fixtures_dir().join(family);
             let backbone = Backbone::load(dir.to_str().unwrap(), &Device::flex(), 32).unwrap();
-            let model = backbone.model.clone().rescale_mlm_head(4.0, mode).unwrap();
+            let model = backbone
+                .model
+                .clone()
+                .rescale_mlm_head(Scale::new(4.0).unwrap(), mode)
+                .unwrap();
             let out = tempfile::tempdir().unwrap();
             let (target, reloaded) = round_trip(&model, &backbone, out.path());
             assert_eq!(
@@ -205,7 +209,7 @@ mod tests {
                 .rescaled
                 .clone()
                 .expect("the export records k");
-            assert_eq!((record.k, record.mode), (4.0, mode), "{family}");
+            assert_eq!((record.k.get(), record.mode), (4.0, mode), "{family}");
 
             let again = write_checkpoint(
                 &model,
@@ -225,14 +229,14 @@ mod tests {
         let model = backbone
             .model
             .clone()
-            .rescale_mlm_head(16.0, RescaleMode::Shared)
+            .rescale_mlm_head(Scale::new(16.0).unwrap(), RescaleMode::Shared)
             .unwrap();
         let out = tempfile::tempdir().unwrap();
         let (_, exported) = round_trip(&model, &backbone, out.path());
         let message = exported
             .model
             .clone()
-            .rescale_mlm_head(16.0, RescaleMode::Shared)
+            .rescale_mlm_head(Scale::new(16.0).unwrap(), RescaleMode::Shared)
             .unwrap_err()
             .to_string();
         assert!(
@@ -242,13 +246,13 @@ mod tests {
         let same = exported
             .model
             .clone()
-            .rescale_mlm_head(1.0, RescaleMode::Shared)
+            .rescale_mlm_head(Scale::new(1.0).unwrap(), RescaleMode::Shared)
             .unwrap();
-        assert_eq!(same.rescaled.map(|r| r.k), Some(16.0));
+        assert_eq!(same.rescaled.map(|r| r.k.get()), Some(16.0));
         let twice = exported
             .model
-            .rescale_mlm_head_again(2.0, RescaleMode::Shared)
+            .rescale_mlm_head_again(Scale::new(2.0).unwrap(), RescaleMode::Shared)
             .unwrap();
-        assert_eq!(twice.rescaled.map(|r| r.k), Some(32.0));
+        assert_eq!(twice.rescaled.map(|r| r.k.get()), Some(32.0));
     }
 }

@@ -29,7 +29,7 @@ pub use family::{Dims, Encoder, EncoderModel, FAMILIES, Family};
 pub use head::MlmHead;
 pub use hf_names::{TensorNames, parameter_values};
 pub use hf_writer::{write_checkpoint, write_checkpoint_with};
-pub use model::{Backbone, MaskedLm, RESCALE_RECORD, RescaleMode, RescaleRecord, check_scale};
+pub use model::{Backbone, MaskedLm, RESCALE_RECORD, RescaleMode, RescaleRecord, Scale};
 pub use stats::{ANCHOR, ANCHOR_ROW_NORM, HeadStats, PAPER_GRID, suggest_k};
 pub use tokenizer::{TextTokenizer, TokenBatch};
 pub use weights::{TensorOrigin, Weights};

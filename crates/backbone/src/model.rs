@@ -36,12 +36,57 @@ impl RescaleMode {
     }
 }
 
-/// The one rule for a rescale factor: finite and > 0.
-pub fn check_scale(k: f64) -> Result<()> {
-    if k.is_finite() && k > 0.0 {
-        Ok(())
-    } else {
-        Err(BackboneError::InvalidScale(k))
+/// A factor k the MLM head is divided by: finite and > 0. It is checked where it is made (a
+/// config or a matrix read, the command line parsed), so what takes a `Scale` never checks again.
+#[derive(Clone, Copy, Debug, PartialEq, PartialOrd, Serialize, Deserialize)]
+#[serde(try_from = "f64", into = "f64")]
+pub struct Scale(f64);
+
+impl Scale {
+    /// k = 1: the head as the checkpoint has it.
+    pub const ONE: Self = Self(1.0);
+
+    /// `k`, if finite and > 0.
+    pub fn new(k: f64) -> Result<Self> {
+        if k.is_finite() && k > 0.0 {
+            Ok(Self(k))
+        } else {
+            Err(BackboneError::InvalidScale(k))
+        }
+    }
+
+    pub fn get(self) -> f64 {
+        self.0
+    }
+}
+
+impl TryFrom<f64> for Scale {
+    type Error = BackboneError;
+
+    fn try_from(k: f64) -> Result<Self> {
+        Self::new(k)
+    }
+}
+
+impl From<Scale> for f64 {
+    fn from(k: Scale) -> f64 {
+        k.0
+    }
+}
+
+impl std::str::FromStr for Scale {
+    type Err = String;
+
+    /// A k written on the command line.
+    fn from_str(text: &str) -> std::result::Result<Self, String> {
+        let k = text.parse::<f64>().map_err(|e| e.to_string())?;
+        Self::new(k).map_err(|e| e.to_string())
+    }
+}
+
+impl std::fmt::Display for Scale {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
     }
 }
 
@@ -50,7 +95,7 @@ pub fn check_scale(k: f64) -> Result<()> {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RescaleRecord {
     /// The product of every k the head was divided by.
-    pub k: f64,
+    pub k: Scale,
     pub mode: RescaleMode,
     /// The lsr version that divided it.
     pub lsr_version: String,
@@ -72,8 +117,6 @@ impl RescaleRecord {
             Err(e) => return Err(BackboneError::io(&path, e)),
         };
         let record: Self = crate::config::parse_json(&path, &text)?;
-        check_scale(record.k)
-            .map_err(|e| BackboneError::config(&path, format!("field `k`: {e}")))?;
         Ok(Some(Self {
             source: path,
             ..record
@@ -157,16 +200,15 @@ impl MaskedLm {
     /// alone). A tied decoder is divided in place, on the shared matrix, unless `mode` unties.
     /// A head lsr has already divided is refused (k = 1 aside): see
     /// [`MaskedLm::rescale_mlm_head_again`].
-    pub fn rescale_mlm_head(self, k: f64, mode: RescaleMode) -> Result<Self> {
-        check_scale(k)?;
+    pub fn rescale_mlm_head(self, k: Scale, mode: RescaleMode) -> Result<Self> {
         if let Some(record) = &self.rescaled
-            && record.k != 1.0
-            && k != 1.0
+            && record.k != Scale::ONE
+            && k != Scale::ONE
         {
             return Err(BackboneError::AlreadyRescaled {
                 path: record.source.clone(),
-                recorded: record.k,
-                asked: k,
+                recorded: record.k.get(),
+                asked: k.get(),
             });
         }
         self.rescale_mlm_head_again(k, mode)
@@ -174,10 +216,9 @@ impl MaskedLm {
 
     /// As [`MaskedLm::rescale_mlm_head`], dividing a head lsr has already divided once more;
     /// the record keeps the product of the two k.
-    pub fn rescale_mlm_head_again(mut self, k: f64, mode: RescaleMode) -> Result<Self> {
-        check_scale(k)?;
+    pub fn rescale_mlm_head_again(mut self, k: Scale, mode: RescaleMode) -> Result<Self> {
         let unties = mode == RescaleMode::Untie && self.is_tied();
-        if k == 1.0 && !unties {
+        if k == Scale::ONE && !unties {
             return Ok(self);
         }
         let previous = self.rescaled.take();
@@ -186,17 +227,17 @@ impl MaskedLm {
                 .as_ref()
                 .is_some_and(|r| r.mode == RescaleMode::Untie);
         self.rescaled = Some(RescaleRecord {
-            k: k * previous.as_ref().map_or(1.0, |r| r.k),
+            k: Scale::new(k.get() * previous.as_ref().map_or(1.0, |r| r.k.get()))?,
             mode: RescaleMode::untie_if(untied),
             lsr_version: env!("CARGO_PKG_VERSION").to_string(),
             source: previous.map(|r| r.source).unwrap_or_default(),
         });
         if mode == RescaleMode::Untie && self.is_tied() {
-            let copy = self.tied_embeddings().div_scalar(k).detach();
+            let copy = self.tied_embeddings().div_scalar(k.get()).detach();
             self.head.decoder = Some(Param::from_tensor(copy));
             return Ok(self);
         }
-        Ok(self.map_decoder(|w| w.div_scalar(k)))
+        Ok(self.map_decoder(|w| w.div_scalar(k.get())))
     }
 
     /// Replaces the decoder projection by `f` of it, on the shared matrix when tied.

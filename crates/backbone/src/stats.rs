@@ -127,7 +127,7 @@ impl HeadStats {
             logit_std,
             logit_max: token_logits.iter().copied().fold(f64::MIN, f64::max),
             probe_max_weight: mean_std(&max_weights).0,
-            rescaled_k: model.rescaled.as_ref().map(|r| r.k),
+            rescaled_k: model.rescaled.as_ref().map(|r| r.k.get()),
         })
     }
 }

@@ -10,7 +10,7 @@ use clap::{Args, ValueEnum};
 use lsr_backbone::reference::{
     ReferenceOutputs, Yardstick, fixture_texts_in, reduced_precision_logit_bound,
 };
-use lsr_backbone::{Backbone, RescaleMode};
+use lsr_backbone::{Backbone, RescaleMode, Scale};
 use lsr_compute::{Precision, parse_device};
 use lsr_splade::SpladeEncoder;
 use lsr_train::reference::{StepDeviation, bf16_step_bounds, step_deviation};
@@ -317,7 +317,7 @@ fn encoder_items(
     };
     let logits_item = Item::new(name, "logits", max_abs, bound, detail);
 
-    let encoder = SpladeEncoder::new(backbone, 1.0, RescaleMode::Shared)?;
+    let encoder = SpladeEncoder::new(backbone, Scale::ONE, RescaleMode::Shared)?;
     let dense = encoder
         .encode_dense(texts)?
         .into_data()

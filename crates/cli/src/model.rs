@@ -3,7 +3,7 @@
 
 use anyhow::{Result, anyhow};
 use clap::Args;
-use lsr_backbone::{Backbone, BackboneError, RescaleMode};
+use lsr_backbone::{Backbone, BackboneError, RescaleMode, Scale};
 use lsr_compute::{Precision, parse_device};
 use lsr_splade::SpladeEncoder;
 
@@ -14,8 +14,8 @@ pub struct ModelArgs {
     #[arg(long)]
     checkpoint: String,
     /// Divide the MLM-head decoder by k before encoding (the paper's rescaling).
-    #[arg(long, default_value_t = 1.0, value_parser = crate::values::scale)]
-    k: f64,
+    #[arg(long, default_value_t = Scale::ONE)]
+    k: Scale,
     /// With a tied decoder, rescale an untied copy instead of the shared matrix.
     #[arg(long)]
     untie: bool,
@@ -44,7 +44,7 @@ impl ModelArgs {
         let mode = RescaleMode::untie_if(self.untie);
         if self.rescale_again {
             backbone.model = backbone.model.rescale_mlm_head_again(self.k, mode)?;
-            return Ok(SpladeEncoder::new(backbone, 1.0, mode)?);
+            return Ok(SpladeEncoder::new(backbone, Scale::ONE, mode)?);
         }
         SpladeEncoder::new(backbone, self.k, mode).map_err(|error| match error {
             BackboneError::AlreadyRescaled { .. } => anyhow!(

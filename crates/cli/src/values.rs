@@ -75,11 +75,10 @@ pub fn level(text: &str) -> Result<f64, String> {
     }
 }
 
-/// A k to divide the MLM head by: the rule every k follows (`lsr_backbone::check_scale`).
+/// A k of a grid to choose from, as every k is read (`lsr_backbone::Scale`).
 pub fn scale(text: &str) -> Result<f64, String> {
-    let k = text.parse::<f64>().map_err(|e| e.to_string())?;
-    lsr_backbone::check_scale(k).map_err(|e| e.to_string())?;
-    Ok(k)
+    text.parse::<lsr_backbone::Scale>()
+        .map(lsr_backbone::Scale::get)
 }
 
 #[cfg(test)]

@@ -19,7 +19,7 @@ pub struct Cell {
 impl Cell {
     /// The rescaling constant, held once: in the cell's training config.
     pub fn k(&self) -> f64 {
-        self.config.model.k
+        self.config.model.k.get()
     }
 
     pub fn dir(&self) -> &Path {

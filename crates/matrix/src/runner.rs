@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use lsr_backbone::{Backbone, Checkpoint, RescaleMode};
+use lsr_backbone::{Backbone, Checkpoint, RescaleMode, Scale};
 use lsr_compute::parse_device;
 use lsr_data::Dataset;
 use lsr_eval::EvalError;
@@ -219,7 +219,7 @@ fn evaluate(
     let model_name = model.to_str().unwrap_or_default();
     let mut backbone = Backbone::load(model_name, device, spec.longest())?;
     backbone.model = backbone.model.with_precision(spec.precision);
-    let encoder = SpladeEncoder::new(backbone, 1.0, RescaleMode::Shared)?;
+    let encoder = SpladeEncoder::new(backbone, Scale::ONE, RescaleMode::Shared)?;
     let mut metrics = CellMetrics::default();
     for name in &spec.datasets {
         let members = Dataset::resolve(name, &spec.data_root)?;

@@ -3,7 +3,7 @@
 //! L0), each pass in a scratch directory; and training with it where a cell asks.
 
 use burn::prelude::Device;
-use lsr_backbone::{Backbone, MaskedLm, RescaleMode};
+use lsr_backbone::{Backbone, MaskedLm, RescaleMode, Scale};
 use lsr_data::Dataset;
 use lsr_eval::Measure;
 use lsr_eval::pipeline::{EvalSettings, evaluate_dataset};
@@ -62,7 +62,7 @@ impl DatasetValidator {
         let max_length = spec.query_max_length.max(spec.document_max_length);
         let backbone = Backbone::load(&config.model.checkpoint, &Device::flex(), max_length)?;
         Ok(Some(Self {
-            encoder: SpladeEncoder::new(backbone, 1.0, RescaleMode::Shared)?,
+            encoder: SpladeEncoder::new(backbone, Scale::ONE, RescaleMode::Shared)?,
             dataset,
             settings: EvalSettings {
                 batch_size: spec.batch_size,

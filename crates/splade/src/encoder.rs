@@ -3,7 +3,7 @@
 
 use burn::prelude::*;
 use burn::tensor::DType;
-use lsr_backbone::{Backbone, MaskedLm, RescaleMode, Result, TextTokenizer};
+use lsr_backbone::{Backbone, MaskedLm, RescaleMode, Result, Scale, TextTokenizer};
 use lsr_compute::launches::{Region, mark};
 
 /// The non-zero terms of one text, sorted by weight descending (ties by term id).
@@ -91,7 +91,7 @@ pub struct SpladeEncoder {
 
 impl SpladeEncoder {
     /// Applies `rescale_mlm_head(k, mode)`; k = 1 leaves the head as the checkpoint has it.
-    pub fn new(mut backbone: Backbone, k: f64, mode: RescaleMode) -> Result<Self> {
+    pub fn new(mut backbone: Backbone, k: Scale, mode: RescaleMode) -> Result<Self> {
         backbone.model = backbone.model.rescale_mlm_head(k, mode)?;
         Ok(Self { backbone })
     }

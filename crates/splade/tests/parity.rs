@@ -4,14 +4,14 @@
 use burn::prelude::*;
 use itertools::Itertools;
 use lsr_backbone::reference::{ReferenceOutputs, fixture_texts, fixtures_dir};
-use lsr_backbone::{Backbone, RescaleMode};
+use lsr_backbone::{Backbone, RescaleMode, Scale};
 use lsr_splade::SpladeEncoder;
 
 fn encoder(name: &str) -> SpladeEncoder {
     let (_, max_length) = fixture_texts().unwrap();
     let dir = fixtures_dir().join(name);
     let backbone = Backbone::load(dir.to_str().unwrap(), &Device::flex(), max_length).unwrap();
-    SpladeEncoder::new(backbone, 1.0, RescaleMode::Shared).unwrap()
+    SpladeEncoder::new(backbone, Scale::ONE, RescaleMode::Shared).unwrap()
 }
 
 #[test]

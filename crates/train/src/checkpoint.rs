@@ -299,7 +299,7 @@ pub fn export_model(
         base_model: config.model.checkpoint.clone(),
         base_revision: backbone.checkpoint.revision.clone(),
         family: backbone.config.family().to_string(),
-        k: config.model.k,
+        k: config.model.k.get(),
         rescale: if config.model.untie {
             "untied copy"
         } else {

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use burn::prelude::Device;
-use lsr_backbone::{Backbone, MaskedLm, RescaleMode};
+use lsr_backbone::{Backbone, MaskedLm, RescaleMode, Scale};
 use lsr_compute::Precision;
 use serde::{Deserialize, Serialize};
 
@@ -39,7 +39,7 @@ pub struct ModelSpec {
     /// Checkpoint directory or Hugging Face id.
     pub checkpoint: String,
     /// The MLM-head decoder is divided by k once, before training.
-    pub k: f64,
+    pub k: Scale,
     /// With a tied decoder, divide an untied copy instead of the shared matrix (ablation).
     #[serde(default)]
     pub untie: bool,
@@ -388,9 +388,7 @@ impl TrainConfig {
 
     /// Checks every value a run depends on; training never starts on an invalid config.
     pub fn validated(self, source_name: &str) -> Result<Self> {
-        let checked = (lsr_backbone::check_scale(self.model.k))
-            .map_err(|e| ("model.k", e.to_string()))
-            .and_then(|()| self.check_counts())
+        let checked = (self.check_counts())
             .and_then(|()| check_numbers(&self.recipe))
             .and_then(|()| self.check_negatives())
             .and_then(|()| self.check_objective());
@@ -582,7 +580,7 @@ warmup_steps = 2
         )
         .unwrap();
         assert_eq!(overridden.recipe.lr, 1e-3);
-        assert_eq!(overridden.model.k, 16.0);
+        assert_eq!(overridden.model.k.get(), 16.0);
         assert_eq!(overridden.device.as_deref(), Some("flex"));
         // The resolved TOML reads back to the same config.
         let again: TrainConfig = toml::from_str(&overridden.to_toml()).unwrap();

@@ -10,7 +10,7 @@
 use std::path::Path;
 
 use burn::prelude::*;
-use lsr_backbone::{Backbone, RescaleMode, TokenBatch, parameter_values};
+use lsr_backbone::{Backbone, RescaleMode, Scale, TokenBatch, parameter_values};
 use lsr_compute::Precision;
 use safetensors::SafeTensors;
 
@@ -198,13 +198,13 @@ pub fn bf16_step_bounds(root: &Path) -> Result<(f64, f64)> {
 /// The fixture's k and recipe (a batch of 3 queries, one hard negative each unless the variant
 /// says, no dropout):
 /// `recipe.json`'s fields, which carry the recipe's names, with the variant's on top.
-fn fixture_recipe(path: &Path, variant: Option<&str>) -> Result<(f64, Recipe)> {
+fn fixture_recipe(path: &Path, variant: Option<&str>) -> Result<(Scale, Recipe)> {
     let text = std::fs::read(path).map_err(|e| TrainError::io(path, e))?;
     let invalid = |message: String| TrainError::data(path, None, message);
     let mut fields: serde_json::Map<String, serde_json::Value> =
         serde_json::from_slice(&text).map_err(|e| invalid(e.to_string()))?;
-    let k = fields.remove("k").and_then(|k| k.as_f64());
-    let k = k.ok_or_else(|| invalid("`k` is missing or not a number".into()))?;
+    let k = fields.remove("k").unwrap_or_default();
+    let k = serde_json::from_value(k).map_err(|e| invalid(format!("`k`: {e}")))?;
     let variants = fields.remove("variants").unwrap_or_default();
     if let Some(name) = variant {
         let overrides = variants[name].as_object().cloned();

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use burn::prelude::*;
 use lsr_backbone::reference::fixtures_dir;
-use lsr_backbone::{Backbone, BackboneError, Checkpoint, HubSettings, RescaleMode};
+use lsr_backbone::{Backbone, BackboneError, Checkpoint, HubSettings, Scale};
 use safetensors::{Dtype, SafeTensors};
 
 /// A writable copy of a fixture checkpoint.
@@ -196,19 +196,21 @@ fn bare_encoder_without_mlm_head_is_refused() {
     );
 }
 
+/// A k is checked where it is made, from a number or from text; nothing that takes a `Scale`
+/// checks it again.
 #[test]
-fn rescale_rejects_non_positive_and_non_finite_k() {
+fn a_scale_is_finite_and_positive() {
     for k in [0.0, -2.0, f64::NAN, f64::INFINITY] {
-        let backbone = load(&fixtures_dir().join("bert")).unwrap();
-        let error = backbone
-            .model
-            .rescale_mlm_head(k, RescaleMode::Shared)
-            .unwrap_err();
+        let error = Scale::new(k).unwrap_err();
         assert!(
             matches!(error, BackboneError::InvalidScale(_)),
             "k = {k}: {error}"
         );
+        let message = k.to_string().parse::<Scale>().unwrap_err();
+        assert!(message.contains("finite and > 0"), "k = {k}: {message}");
     }
+    assert_eq!("16".parse::<Scale>().unwrap().get(), 16.0);
+    assert!("sixteen".parse::<Scale>().is_err());
 }
 
 #[test]

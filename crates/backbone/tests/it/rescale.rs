@@ -4,7 +4,7 @@ use burn::prelude::*;
 use itertools::Itertools;
 use lsr_backbone::EncoderModel;
 use lsr_backbone::reference::{fixture_texts, fixtures_dir};
-use lsr_backbone::{Backbone, HeadStats, RescaleMode};
+use lsr_backbone::{Backbone, HeadStats, RescaleMode, Scale};
 
 fn load(name: &str) -> Backbone {
     let (_, max_length) = fixture_texts().unwrap();
@@ -62,7 +62,7 @@ fn untied_rescale_divides_the_logits_exactly() {
         let mut backbone = load(name);
         backbone.model = backbone
             .model
-            .rescale_mlm_head(4.0, RescaleMode::Untie)
+            .rescale_mlm_head(Scale::new(4.0).unwrap(), RescaleMode::Untie)
             .unwrap();
         assert!(
             !backbone.model.is_tied(),
@@ -78,7 +78,7 @@ fn shared_rescale_keeps_the_tie_and_divides_embeddings_too() {
     let embeddings = backbone.model.encoder.word_embeddings().weight.val();
     backbone.model = backbone
         .model
-        .rescale_mlm_head(8.0, RescaleMode::Shared)
+        .rescale_mlm_head(Scale::new(8.0).unwrap(), RescaleMode::Shared)
         .unwrap();
     assert!(backbone.model.is_tied());
     let after = backbone.model.encoder.word_embeddings().weight.val();
@@ -108,7 +108,7 @@ fn shared_rescale_of_a_layernormed_embedding_divides_the_logits() {
         let mut backbone = load(name);
         backbone.model = backbone
             .model
-            .rescale_mlm_head(2.0, RescaleMode::Shared)
+            .rescale_mlm_head(Scale::new(2.0).unwrap(), RescaleMode::Shared)
             .unwrap();
         assert_scaled(name, &original, &centred_logits(&backbone), 2.0, 5e-3);
     }
@@ -119,13 +119,13 @@ fn an_untied_checkpoint_decoder_is_divided_on_its_own() {
     let mut backbone = load("bert");
     backbone.model = backbone
         .model
-        .rescale_mlm_head(1.0, RescaleMode::Untie)
+        .rescale_mlm_head(Scale::new(1.0).unwrap(), RescaleMode::Untie)
         .unwrap();
     let original = centred_logits(&backbone);
     let embeddings = backbone.model.encoder.word_embeddings().weight.val();
     backbone.model = backbone
         .model
-        .rescale_mlm_head(16.0, RescaleMode::Shared)
+        .rescale_mlm_head(Scale::new(16.0).unwrap(), RescaleMode::Shared)
         .unwrap();
     assert_scaled(
         "bert untied",
@@ -146,7 +146,7 @@ fn norms_report_one_kth_of_the_row_norms() {
     let mut backbone = load("modernbert");
     backbone.model = backbone
         .model
-        .rescale_mlm_head(16.0, RescaleMode::Shared)
+        .rescale_mlm_head(Scale::new(16.0).unwrap(), RescaleMode::Shared)
         .unwrap();
     let after = HeadStats::compute(&backbone).unwrap();
     for (b, a) in [
@@ -168,7 +168,10 @@ fn a_rescaled_head_is_a_trainable_leaf_on_an_autodiff_device() {
     for mode in [RescaleMode::Shared, RescaleMode::Untie] {
         let dir = lsr_backbone::reference::fixtures_dir().join("bert");
         let backbone = Backbone::load(dir.to_str().unwrap(), &device, 32).unwrap();
-        let model = backbone.model.rescale_mlm_head(4.0, mode).unwrap();
+        let model = backbone
+            .model
+            .rescale_mlm_head(Scale::new(4.0).unwrap(), mode)
+            .unwrap();
         let batch = backbone
             .tokenizer
             .encode_batch(&["sparse retrieval"])

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use burn::prelude::*;
 use lsr_backbone::reference::fixtures_dir;
-use lsr_backbone::{Backbone, RescaleMode};
+use lsr_backbone::{Backbone, RescaleMode, Scale};
 use lsr_data::Dataset;
 use lsr_eval::pipeline::{EvalSettings, evaluate_dataset};
 use lsr_eval::shards::DEFAULT_SHARD_DOCUMENTS;
@@ -69,7 +69,7 @@ pub fn tiny_task() -> (tempfile::TempDir, Dataset, SpladeEncoder) {
 fn modernbert_k4() -> SpladeEncoder {
     let checkpoint = fixtures_dir().join("modernbert");
     let backbone = Backbone::load(checkpoint.to_str().unwrap(), &Device::flex(), 64).unwrap();
-    SpladeEncoder::new(backbone, 4.0, RescaleMode::Shared).unwrap()
+    SpladeEncoder::new(backbone, Scale::new(4.0).unwrap(), RescaleMode::Shared).unwrap()
 }
 
 fn vectors(path: &Path) -> Vec<(String, Vec<(u32, f32)>)> {

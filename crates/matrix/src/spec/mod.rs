@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use lsr_backbone::Scale;
 use lsr_compute::Precision;
 use lsr_data::Dataset;
 use lsr_eval::Measure;
@@ -31,8 +32,8 @@ struct MatrixFile {
     checkpoints: PathBuf,
     #[serde(default)]
     device: Option<String>,
-    /// The k grid every backbone runs unless it names its own.
-    k: Vec<Spanned<f64>>,
+    /// The k grid every backbone runs unless it names its own (each k checked as it is read).
+    k: Vec<Scale>,
     eval: EvalSpec,
     data: DataConfig,
     /// Recipe fields shared by every cell (the rest take `Recipe`'s defaults).
@@ -70,7 +71,7 @@ struct BackboneSpec {
     name: Spanned<String>,
     checkpoint: String,
     #[serde(default)]
-    k: Option<Vec<Spanned<f64>>>,
+    k: Option<Vec<Scale>>,
     #[serde(default)]
     untie: bool,
     /// Recipe fields for this backbone only, over the shared ones.
@@ -459,19 +460,12 @@ impl Source<'_> {
         }
     }
 
-    /// A k grid with every k checked, errors at the k's line.
-    fn grid(&self, grid: &[Spanned<f64>]) -> Result<Vec<f64>> {
+    /// A k grid, not empty (each k was checked where it was read, with its line).
+    fn grid(&self, grid: &[Scale]) -> Result<Vec<Scale>> {
         if grid.is_empty() {
             return Err(self.fail(None, "a k grid is empty".into()));
         }
-        grid.iter()
-            .map(|k| {
-                let value = *k.get_ref();
-                lsr_backbone::check_scale(value)
-                    .map(|()| value)
-                    .map_err(|e| self.fail(self.line_of(k.span().start), e.to_string()))
-            })
-            .collect()
+        Ok(grid.to_vec())
     }
 
     /// The backbone's name, checked to be a usable, unused directory-name part.
@@ -495,7 +489,7 @@ impl Source<'_> {
         &self,
         file: &MatrixFile,
         backbone: &BackboneSpec,
-        shared_grid: &[f64],
+        shared_grid: &[Scale],
     ) -> Result<Vec<Cell>> {
         let name = backbone.name.get_ref();
         let line = self.line_of(backbone.name.span().start);
@@ -532,7 +526,7 @@ impl Source<'_> {
             })?;
         grid.into_iter()
             .map(|k| {
-                let id = cell_id(name, k);
+                let id = cell_id(name, k.get());
                 let config = TrainConfig {
                     model: ModelSpec {
                         checkpoint: backbone.checkpoint.clone(),

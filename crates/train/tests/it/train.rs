@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::one_run_at_a_time;
+use lsr_backbone::Scale;
 use lsr_backbone::reference::fixtures_dir;
 use lsr_compute::Precision;
 use lsr_files::damage::Damage;
@@ -17,7 +18,7 @@ fn config(output: &Path, family: &str, steps: usize) -> TrainConfig {
     TrainConfig {
         model: ModelSpec {
             checkpoint: fixtures_dir().join(family).display().to_string(),
-            k: 1.0,
+            k: Scale::ONE,
             untie: false,
         },
         recipe: Recipe {
@@ -129,7 +130,7 @@ fn a_hugely_scaled_up_head_collapses_and_the_collapse_is_recorded() {
     let dir = tempfile::tempdir().unwrap();
     let mut cell = config(dir.path(), "bert", 20);
     // ×1e39 puts the logits past f32's range: the scores are infinite and the loss NaN.
-    cell.model.k = 1e-39;
+    cell.model.k = Scale::new(1e-39).unwrap();
     let outcome = train(&cell, false).unwrap();
     let Outcome::Collapsed {
         step,
@@ -484,7 +485,7 @@ fn a_head_without_a_vocabulary_bias_exports_as_trained() {
 
     let mut config = config(&dir.path().join("run"), "modernbert", 6);
     config.model.checkpoint = fixture.display().to_string();
-    config.model.k = 4.0;
+    config.model.k = Scale::new(4.0).unwrap();
     let exported = finished_model(train(&config, false).unwrap());
 
     let device = burn::prelude::Device::flex();
@@ -492,7 +493,10 @@ fn a_head_without_a_vocabulary_bias_exports_as_trained() {
     let last = config.checkpoint_dir().join("step-00000006");
     let trained = lsr_train::checkpoint::restore_model(&last, model).unwrap();
     let exported = lsr_backbone::Backbone::load(exported.to_str().unwrap(), &device, 32).unwrap();
-    assert_eq!(exported.model.rescaled.as_ref().map(|r| r.k), Some(4.0));
+    assert_eq!(
+        exported.model.rescaled.as_ref().map(|r| r.k.get()),
+        Some(4.0)
+    );
     let batch = exported
         .tokenizer
         .encode_batch(&["sparse retrieval", "the capital of france is paris"])
