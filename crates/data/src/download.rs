@@ -19,9 +19,10 @@ use reqwest::StatusCode;
 use reqwest::blocking::{Client, Response};
 use reqwest::header::{ACCEPT_ENCODING, CONTENT_RANGE, RANGE};
 
-use crate::checksums::{self, Digests};
 use crate::error::{DataError, Result};
+use crate::installed;
 use crate::registry::Pinned;
+use lsr_files::digest::Digests;
 
 /// Azure blob storage, which serves MS MARCO, answers `Range` requests with the range only
 /// when a request names a service version that has them (as ir_datasets sends for MS MARCO's
@@ -58,8 +59,8 @@ impl Default for Retry {
 pub fn download(url: &str, pinned: &Pinned, dest: &Path, retry: &Retry) -> Result<Digests> {
     if dest.is_file() {
         // A verified download left by a run that stopped before installing it.
-        let digests = checksums::digest_file(dest)?;
-        if checksums::check(url, Some(pinned), dest, &digests).is_ok() {
+        let digests = Digests::of(dest)?;
+        if installed::check(url, Some(pinned), dest, &digests).is_ok() {
             return Ok(digests);
         }
         std::fs::remove_file(dest).map_err(|e| DataError::io(dest, e))?;
@@ -72,8 +73,8 @@ pub fn download(url: &str, pinned: &Pinned, dest: &Path, retry: &Retry) -> Resul
     let mut last_try = false;
     loop {
         fetch(&client, url, pinned, &partial, retry)?;
-        let digests = checksums::digest_file(&partial)?;
-        let checked = checksums::check(url, Some(pinned), &partial, &digests);
+        let digests = Digests::of(&partial)?;
+        let checked = installed::check(url, Some(pinned), &partial, &digests);
         if checked.is_ok() {
             std::fs::rename(&partial, dest).map_err(|e| DataError::io(dest, e))?;
             return Ok(digests);

@@ -8,11 +8,12 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use crate::checksums::{self, Digests, Hashing, Installed};
 use crate::datasets::Dataset;
 use crate::download;
 use crate::error::{DataError, Result};
+use crate::installed::{self, Installed};
 use crate::registry::{self, Download, Payload, Pinned};
+use lsr_files::digest::{Digests, Hashing};
 
 /// The downloads a data set (or group, or `registry::MSMARCO_TRAIN`) needs.
 pub fn plan(name: &str) -> Result<Vec<Download>> {
@@ -49,7 +50,7 @@ pub fn fetch(name: &str, root: &Path, offline: bool) -> Result<Vec<(String, usiz
         }
         let url = download.origin();
         if download.pinned().is_none() {
-            let why = checksums::unpinned_reason(&url).unwrap_or("no digest is pinned");
+            let why = installed::unpinned_reason(&url).unwrap_or("no digest is pinned");
             let why = format!("no published checksum to verify it against: {why}");
             return Err(missing(&download, root, &why));
         }
@@ -65,8 +66,8 @@ pub fn fetch(name: &str, root: &Path, offline: bool) -> Result<Vec<(String, usiz
                 pinned,
             } => {
                 let cached = hub_file(repo, commit, file).map_err(fetch_error)?;
-                let digests = checksums::digest_file(&cached)?;
-                checksums::check(&url, pinned.as_ref(), &cached, &digests)?;
+                let digests = Digests::of(&cached)?;
+                installed::check(&url, pinned.as_ref(), &cached, &digests)?;
                 (cached, false, digests, Payload::File(dest.clone()))
             }
             Download::Url {
@@ -87,15 +88,14 @@ pub fn fetch(name: &str, root: &Path, offline: bool) -> Result<Vec<(String, usiz
             .into_iter()
             .map(|(dest, got)| {
                 let entry = Installed {
-                    sha256: got.sha256,
-                    size: got.size,
+                    file: got.file,
                     source: url.clone(),
                     source_md5: digests.md5.clone(),
                 };
                 (dest, entry)
             })
             .collect();
-        checksums::record_installed(root, record)?;
+        installed::record_installed(root, record)?;
     }
     verify(name, root)
 }
@@ -105,7 +105,7 @@ pub fn fetch(name: &str, root: &Path, offline: bool) -> Result<Vec<(String, usiz
 pub fn verify_installed(name: &str, root: &Path) -> Result<(usize, usize)> {
     let plan = plan(name)?;
     let files: Vec<&Path> = plan.iter().flat_map(|d| d.destinations()).collect();
-    Ok((checksums::verify_installed(root, &files)?, files.len()))
+    Ok((installed::verify_installed(root, &files)?, files.len()))
 }
 
 /// Parses every set of `name` under `root` and checks its number of evaluated queries.
@@ -167,7 +167,7 @@ fn missing(download: &Download, root: &Path, why: &str) -> DataError {
 /// Downloads a URL of the registry into `<root>/.downloads/` (resumed there if a previous
 /// fetch was cut off), verified against its pinned md5.
 fn get(url: &str, pinned: Option<&Pinned>, root: &Path) -> Result<(PathBuf, Digests)> {
-    let pinned = pinned.ok_or_else(|| checksums::unpinned(url, root))?;
+    let pinned = pinned.ok_or_else(|| installed::unpinned(url, root))?;
     let name = url.rsplit('/').next().unwrap_or(url);
     let dest = root.join(DOWNLOADS).join(format!("{}-{name}", pinned.md5));
     let digests = download::download(url, pinned, &dest, &download::Retry::default())?;

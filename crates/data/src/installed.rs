@@ -1,16 +1,14 @@
-//! Checked downloads: the published md5 and size of every file `lsr data fetch` downloads, as
-//! the data-set registry pins them, a writer that hashes what streams through it, and the
-//! record of what was installed (`<data root>/.lsr-installed.json`: each file's sha256 and the
-//! verified download it came from), which `lsr data verify` checks the files against.
+//! What `lsr data fetch` downloads must be and what it installed, checked with lsr's one
+//! checksum system (`lsr_files::digest`): each download against the md5 and size the data-set
+//! registry pins for it, and the record of what was installed (`<data root>/.lsr-installed.json`:
+//! each file's size and SHA-256 and the verified download it came from), which `lsr data verify`
+//! checks the files against.
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use lsr_files::digest::hex;
-use md5::{Digest, Md5};
+use lsr_files::digest::{Digests, FileDigest};
 use serde::{Deserialize, Serialize};
-use sha2::Sha256;
 
 use crate::error::{DataError, Result};
 use crate::registry::Pinned;
@@ -25,71 +23,13 @@ pub fn unpinned_reason(url: &str) -> Option<&'static str> {
         .and_then(|set| set.unpinned)
 }
 
-/// A writer that hashes (md5 and sha256) and counts what it passes on.
-pub struct Hashing<W> {
-    inner: W,
-    md5: Md5,
-    sha256: Sha256,
-    size: u64,
-}
-
-/// What streamed through a [`Hashing`] writer.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Digests {
-    pub md5: String,
-    pub sha256: String,
-    pub size: u64,
-}
-
-impl<W: Write> Hashing<W> {
-    pub fn new(inner: W) -> Self {
-        Self {
-            inner,
-            md5: Md5::new(),
-            sha256: Sha256::new(),
-            size: 0,
-        }
-    }
-
-    pub fn finish(self) -> (W, Digests) {
-        let digests = Digests {
-            md5: hex(&self.md5.finalize()),
-            sha256: hex(&self.sha256.finalize()),
-            size: self.size,
-        };
-        (self.inner, digests)
-    }
-}
-
-impl<W: Write> Write for Hashing<W> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let written = self.inner.write(buf)?;
-        self.md5.update(&buf[..written]);
-        self.sha256.update(&buf[..written]);
-        self.size += written as u64;
-        Ok(written)
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.inner.flush()
-    }
-}
-
-/// The digests of a file on disk, read once.
-pub fn digest_file(path: &Path) -> Result<Digests> {
-    let mut file = std::fs::File::open(path).map_err(|e| DataError::io(path, e))?;
-    let mut hashing = Hashing::new(std::io::sink());
-    std::io::copy(&mut file, &mut hashing).map_err(|e| DataError::io(path, e))?;
-    Ok(hashing.finish().1)
-}
-
 /// Refuses a download (at `path`) whose size or md5 is not the published one, or whose URL has
 /// no pinned digest.
 pub fn check(url: &str, pinned: Option<&Pinned>, path: &Path, got: &Digests) -> Result<()> {
     let Some(pinned) = pinned else {
         return Err(unpinned(url, path));
     };
-    let size_differs = pinned.size.is_some_and(|size| size != got.size);
+    let size_differs = pinned.size.is_some_and(|size| size != got.file.size);
     if size_differs || pinned.md5 != got.md5 {
         let size = pinned
             .size
@@ -100,7 +40,7 @@ pub fn check(url: &str, pinned: Option<&Pinned>, path: &Path, got: &Digests) -> 
             message: format!(
                 "{url} is not the published file: expected md5 {}{size}, got md5 {}, {} bytes \
                  (a truncated, changed or tampered download; nothing was installed)",
-                pinned.md5, got.md5, got.size
+                pinned.md5, got.md5, got.file.size
             ),
         });
     }
@@ -115,11 +55,12 @@ pub fn unpinned(url: &str, path: &Path) -> DataError {
     }
 }
 
-/// One installed file: its sha256 when installed and the verified download it came from.
+/// One installed file: its size and SHA-256 when installed, and the verified download it came
+/// from.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Installed {
-    pub sha256: String,
-    pub size: u64,
+    #[serde(flatten)]
+    pub file: FileDigest,
     pub source: String,
     pub source_md5: String,
 }
@@ -154,16 +95,12 @@ pub fn verify_installed(root: &Path, files: &[&Path]) -> Result<usize> {
             continue;
         };
         let path = root.join(file);
-        let now = digest_file(&path)?;
-        if now.sha256 != record.sha256 || now.size != record.size {
-            return Err(DataError::File {
-                path,
-                message: format!(
-                    "changed since it was installed from {}: sha256 then {} ({} bytes), now {} \
-                     ({} bytes)",
-                    record.source, record.sha256, record.size, now.sha256, now.size
-                ),
-            });
+        if let Some(change) = record.file.damage(&FileDigest::of(&path)?) {
+            let message = format!(
+                "changed since it was installed from {}: {change}",
+                record.source
+            );
+            return Err(DataError::File { path, message });
         }
         matched += 1;
     }
@@ -206,8 +143,10 @@ mod tests {
         let url = "https://trec.nist.gov/data/deep/2019qrels-pass.txt";
         let truncated = Digests {
             md5: "900150983cd24fb0d6963f7d28e17f72".into(),
-            sha256: String::new(),
-            size: 3,
+            file: FileDigest {
+                size: 3,
+                sha256: String::new(),
+            },
         };
         let error = check(url, pinned(url).as_ref(), Path::new("dl.tmp"), &truncated)
             .unwrap_err()
@@ -230,10 +169,8 @@ mod tests {
         let file = Path::new("beir/x/corpus.jsonl");
         std::fs::create_dir_all(root.path().join("beir/x")).unwrap();
         std::fs::write(root.path().join(file), "abc").unwrap();
-        let got = digest_file(&root.path().join(file)).unwrap();
         let entry = Installed {
-            sha256: got.sha256,
-            size: got.size,
+            file: FileDigest::of(&root.path().join(file)).unwrap(),
             source: "https://example.org/x.zip".into(),
             source_md5: "00".into(),
         };
@@ -245,22 +182,14 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            error.contains("changed since it was installed from https://example.org/x.zip"),
+            error.contains("changed since it was installed from https://example.org/x.zip")
+                && error.contains("changed"),
             "{error}"
         );
-    }
-
-    #[test]
-    fn hashing_gives_the_known_digests() {
-        let mut hashing = Hashing::new(Vec::new());
-        hashing.write_all(b"abc").unwrap();
-        let (bytes, digests) = hashing.finish();
-        assert_eq!(bytes, b"abc");
-        assert_eq!(digests.md5, "900150983cd24fb0d6963f7d28e17f72");
-        assert_eq!(
-            digests.sha256,
-            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
-        );
-        assert_eq!(digests.size, 3);
+        // The record reads as it was written before the digest was one type.
+        let before = r#"{"beir/x/corpus.jsonl": {"sha256": "ab", "size": 3, "source": "u", "source_md5": "00"}}"#;
+        std::fs::write(root.path().join(INSTALLED), before).unwrap();
+        let read = read_installed(root.path()).unwrap();
+        assert_eq!(read[file].file.size, 3);
     }
 }

@@ -4,11 +4,11 @@
 //! synthetic retrieval task, a teacher's scores for distillation (`teacher.rs`). Evaluation (`lsr-eval`) and training data readers build on it.
 
 pub mod bench_collection;
-pub mod checksums;
 pub mod datasets;
 pub mod download;
 pub mod error;
 pub mod fetch;
+pub mod installed;
 pub mod miniature;
 pub mod pickle;
 pub mod registry;

@@ -10,9 +10,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use lsr_data::checksums::Hashing;
 use lsr_data::download::{Retry, download, partial_path};
 use lsr_data::registry::Pinned;
+use lsr_files::digest::Hashing;
 
 /// A request as the server saw it: its path and headers (names in lower case).
 #[derive(Clone, Debug)]
@@ -161,7 +161,7 @@ fn published(bytes: Vec<u8>) -> (Vec<u8>, Pinned) {
     let digests = hashing.finish().1;
     let pinned = Pinned {
         md5: digests.md5,
-        size: Some(digests.size),
+        size: Some(digests.file.size),
     };
     (bytes, pinned)
 }

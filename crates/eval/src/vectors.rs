@@ -85,7 +85,7 @@ impl Fingerprint {
 
     /// The vocabulary's SHA-256 in hexadecimal.
     pub(crate) fn sha256_hex(&self) -> String {
-        lsr_files::digest::hex(&self.sha256)
+        hex::encode(self.sha256)
     }
 }
 

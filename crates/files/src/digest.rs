@@ -1,11 +1,14 @@
-//! SHA-256 digests of what lsr writes and later reads back, so that a file damaged on disk since
-//! it was written (cut short, a byte changed) is found before it is trusted: digests in
-//! hexadecimal, a file's size and digest, and a staged directory's record of its files
-//! (`checksums.json`), written last into the directory and checked before it is read.
+//! lsr's one checksum system: the digests of a file's bytes, as lsr checks what it reads back
+//! and what it downloads. SHA-256 for lsr's own files (a staged directory's `checksums.json`,
+//! written last and checked before the directory is read; the data root's record of what was
+//! installed), md5 besides where the field publishes md5 (the data sets' downloads), hashed in
+//! one pass as the bytes stream by ([`Hashing`]).
 
 use std::collections::BTreeMap;
+use std::io::Write;
 use std::path::Path;
 
+use md5::Md5;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -13,11 +16,6 @@ use crate::{FileError, Result, read_json, write_json};
 
 /// The record of a directory's files, beside them.
 pub const CHECKSUMS: &str = "checksums.json";
-
-/// `bytes` in lower-case hexadecimal.
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
 
 /// A file as written: its size and SHA-256 (hexadecimal).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -27,19 +25,19 @@ pub struct FileDigest {
 }
 
 impl FileDigest {
-    /// The size and digest of the file at `path`, read once.
+    /// The size and SHA-256 of the file at `path`, read once.
     pub fn of(path: &Path) -> Result<Self> {
         let mut file = std::fs::File::open(path).map_err(|e| FileError::io(path, e))?;
         let mut hash = Sha256::new();
         let size = std::io::copy(&mut file, &mut hash).map_err(|e| FileError::io(path, e))?;
         Ok(Self {
             size,
-            sha256: hex(&hash.finalize()),
+            sha256: hex::encode(hash.finalize()),
         })
     }
 
     /// How the file as it is now (`now`) differs from this record of it, if it does.
-    fn damage(&self, now: &Self) -> Option<String> {
+    pub fn damage(&self, now: &Self) -> Option<String> {
         let (then, size) = (self.size, now.size);
         if size < then {
             Some(format!("{size} bytes of the {then} written: cut short"))
@@ -54,6 +52,68 @@ impl FileDigest {
         } else {
             None
         }
+    }
+}
+
+/// A file's digests where the field publishes md5: its md5 beside its size and SHA-256.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Digests {
+    pub md5: String,
+    pub file: FileDigest,
+}
+
+impl Digests {
+    /// The digests of the file at `path`, read once.
+    pub fn of(path: &Path) -> Result<Self> {
+        let mut file = std::fs::File::open(path).map_err(|e| FileError::io(path, e))?;
+        let mut hashing = Hashing::new(std::io::sink());
+        std::io::copy(&mut file, &mut hashing).map_err(|e| FileError::io(path, e))?;
+        Ok(hashing.finish().1)
+    }
+}
+
+/// A writer that passes bytes on, hashing (md5 and SHA-256) and counting them: a download is
+/// checked as it is written.
+pub struct Hashing<W> {
+    inner: W,
+    md5: Md5,
+    sha256: Sha256,
+    size: u64,
+}
+
+impl<W: Write> Hashing<W> {
+    pub fn new(inner: W) -> Self {
+        Self {
+            inner,
+            md5: Md5::new(),
+            sha256: Sha256::new(),
+            size: 0,
+        }
+    }
+
+    pub fn finish(self) -> (W, Digests) {
+        let digests = Digests {
+            md5: hex::encode(self.md5.finalize()),
+            file: FileDigest {
+                size: self.size,
+                sha256: hex::encode(self.sha256.finalize()),
+            },
+        };
+        (self.inner, digests)
+    }
+}
+
+impl<W: Write> Write for Hashing<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let written = self.inner.write(buf)?;
+        self.md5.update(&buf[..written]);
+        self.sha256.update(&buf[..written]);
+        self.size += written as u64;
+        Ok(written)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
     }
 }
 
@@ -124,6 +184,19 @@ mod tests {
             digest.sha256,
             "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
         );
+    }
+
+    #[test]
+    fn hashing_gives_the_known_digests_of_what_it_passes_on() {
+        let mut hashing = Hashing::new(Vec::new());
+        hashing.write_all(b"abc").unwrap();
+        let (bytes, digests) = hashing.finish();
+        assert_eq!(bytes, b"abc");
+        assert_eq!(digests.md5, "900150983cd24fb0d6963f7d28e17f72");
+        let path = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(path.path(), "abc").unwrap();
+        assert_eq!(digests.file, FileDigest::of(path.path()).unwrap());
+        assert_eq!(Digests::of(path.path()).unwrap(), digests);
     }
 
     /// A file cut short, one with a byte flipped, one removed and a record that does not parse
