@@ -483,9 +483,12 @@ mod tests {
             .collect()
     }
 
-    /// CIFF back to (collection docid, term → impact), checking its framing on the way, and
-    /// the names of its postings lists in file order.
-    fn read_ciff(bytes: &[u8]) -> (Vec<(String, BTreeMap<u32, u32>)>, Vec<String>) {
+    /// Each document's collection docid and term → impact.
+    type Impacts = Vec<(String, BTreeMap<u32, u32>)>;
+
+    /// CIFF back to each document's impacts, checking its framing on the way, and the names of
+    /// its postings lists in file order.
+    fn read_ciff(bytes: &[u8]) -> (Impacts, Vec<String>) {
         let mut buf = bytes;
         let header = Header::decode_length_delimited(&mut buf).unwrap();
         assert_eq!((header.version, header.num_docs), (1, 4));

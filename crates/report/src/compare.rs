@@ -197,13 +197,13 @@ fn differences(rows: &[Row], backbones: &[String], run: usize, tolerance: f64) -
                 .find(|r| r.backbone == *backbone && r.k == k)
                 .and_then(|r| r.scores[0])
         };
-        if let (Some(best), Some(at_other)) = (first_at(own), first_at(other)) {
-            if at_other < best - tolerance {
-                found.push(format!(
-                    "{backbone}: best at k={other}, where the first run scores {at_other:.3}, \
-                     more than the tolerance below its best {best:.3} (k={own})"
-                ));
-            }
+        if let (Some(best), Some(at_other)) = (first_at(own), first_at(other))
+            && at_other < best - tolerance
+        {
+            found.push(format!(
+                "{backbone}: best at k={other}, where the first run scores {at_other:.3}, \
+                 more than the tolerance below its best {best:.3} (k={own})"
+            ));
         }
     }
     found
