@@ -334,17 +334,8 @@ fn status(spec: &SpecArgs, json: bool) -> Result<()> {
     let matrix = spec.load()?;
     let (backbones, data) = (matrix.backbone_pins(), matrix.data_pins());
     if !json {
-        for pin in &backbones {
-            println!("{pin}");
-        }
-        let pinned = backbones.iter().filter(|p| p.pinning.is_commit()).count();
-        println!(
-            "{pinned}/{} backbones pinned to a hub commit",
-            backbones.len()
-        );
-        for pin in &data {
-            println!("{pin}");
-        }
+        // Before the inputs are checked, so that a missing one is shown beside the pins.
+        print_pins(&backbones, &data);
     }
     matrix.check_inputs()?;
     let states = cell_states(&matrix)?;
@@ -352,7 +343,27 @@ fn status(spec: &SpecArgs, json: bool) -> Result<()> {
     if json {
         return status_json(&matrix, &backbones, &data, &states, &probes);
     }
-    for cell in &states {
+    print_cells(&matrix, &states);
+    print_probes(&probes);
+    Ok(())
+}
+
+fn print_pins(backbones: &[BackbonePin], data: &[DataPin]) {
+    for pin in backbones {
+        println!("{pin}");
+    }
+    let pinned = backbones.iter().filter(|p| p.pinning.is_commit()).count();
+    println!(
+        "{pinned}/{} backbones pinned to a hub commit",
+        backbones.len()
+    );
+    for pin in data {
+        println!("{pin}");
+    }
+}
+
+fn print_cells(matrix: &Matrix, states: &[CellStatus]) {
+    for cell in states {
         match &cell.running {
             Some(on) => println!(
                 "{}\t{} on {} (pid {})",
@@ -371,7 +382,11 @@ fn status(spec: &SpecArgs, json: bool) -> Result<()> {
         "training curves, a run per cell: tensorboard --logdir {}",
         matrix.results.display()
     );
-    for p in &probes {
+}
+
+/// Each finished probe's choice of k and the scores it chose from.
+fn print_probes(probes: &[Probe]) {
+    for p in probes {
         let scores: Vec<String> = p
             .runs
             .iter()
@@ -390,7 +405,6 @@ fn status(spec: &SpecArgs, json: bool) -> Result<()> {
             scores.join(", ")
         );
     }
-    Ok(())
 }
 
 /// A cell's state, and the live process of this machine running it, if one is.
