@@ -16,8 +16,10 @@ test:
     # driver there, must refuse clearly. BURN_DEVICE pins burn's implicit default device to the
     # host for the in-process tests, as `lsr` does for itself. burn's autotune times candidate
     # kernels on first use; on a software Vulkan device that is CPU time the tests, which check
-    # values and not speed, need not spend on more than the fewest candidates.
-    BURN_DEVICE=flex LSR_DEVICE=flex LSR_TEST_DEVICE=wgpu CUBECL_AUTOTUNE_LEVEL=minimal XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-/tmp}" cargo test --workspace --features lsr-cli/cuda,lsr-cli/wgpu
+    # values and not speed, need not spend on more than the fewest candidates. The WGPU tests
+    # run attention through lsr's fused kernels (LSR_ATTENTION=fused, opt-in elsewhere); flex
+    # runs the composed attention, which is the same code on every backend.
+    BURN_DEVICE=flex LSR_DEVICE=flex LSR_TEST_DEVICE=wgpu LSR_ATTENTION=fused CUBECL_AUTOTUNE_LEVEL=minimal XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-/tmp}" cargo test --workspace --features lsr-cli/cuda,lsr-cli/wgpu
     # The default build, without GPU backends (`just reproduce mini`), must compile too.
     cargo check -p lsr-cli
 

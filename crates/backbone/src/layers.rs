@@ -1,23 +1,20 @@
-//! Building blocks shared by several architectures: activations, attention with an additive
-//! mask, rotate-half RoPE, fused-qkv rotary attention and the gated MLP of GTE and ModernBERT,
-//! and the post-LN transformer block of BERT, DistilBERT and ALBERT; dropout as transformers
-//! applies it in training.
+//! Building blocks shared by several architectures: activations, the heads' views of the
+//! projections, rotate-half RoPE, fused-qkv rotary attention and the gated MLP of GTE and
+//! ModernBERT, and the post-LN transformer block of BERT, DistilBERT and ALBERT. Attention itself
+//! and dropout are `lsr_compute`'s.
 
 use burn::nn::{Embedding, Linear};
 use burn::prelude::*;
-use burn::tensor::{DType, Distribution, activation};
+use burn::tensor::{DType, activation};
 
 use crate::error::{BackboneError, Result};
 use crate::weights::Weights;
+pub use lsr_compute::attention::AttentionMask;
+use lsr_compute::attention::attention;
+pub use lsr_compute::dropout::Dropout;
 use lsr_compute::launches::{Region, mark};
-use lsr_compute::matmul::matmul;
 use lsr_compute::norm::LayerNorm;
 use lsr_compute::precision::{linear, residual};
-
-/// Added to the attention score of a key a query may not see. Large enough that `exp` gives 0,
-/// small enough that two of them added (padding and window) stay finite, so a row with every
-/// key masked (a padded query) is uniform rather than NaN.
-const MASKED: f32 = -1.0e9;
 
 /// The HF activation names the seven families use (`ACT2FN`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -57,24 +54,6 @@ impl Activation {
     }
 }
 
-/// Dropout with probability p, as transformers applies it under `model.train()`: only on a
-/// device that records a backward pass (so encoding and evaluation never drop), kept values
-/// scaled by 1/(1 − p). The masks come from the device's generator, which training seeds before
-/// every micro-batch from the run's seed and position, so a resumed run draws the same masks.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct Dropout(pub f64);
-
-impl Dropout {
-    pub fn forward<const D: usize>(self, x: Tensor<D>) -> Tensor<D> {
-        if self.0 == 0.0 || !x.device().is_autodiff() {
-            return x;
-        }
-        let keep = 1.0 - self.0;
-        let kept = x.random_like(Distribution::Bernoulli(keep));
-        (x * kept).div_scalar(keep)
-    }
-}
-
 /// `f` over the tokens of `[B, L, H]` hidden states as `[B·L, H]` rows, with B. The layers
 /// compute on rows: burn's fusion cannot merge element-wise work across a reshape that lowers a
 /// tensor's rank, so reshaping around every product and norm split each layer into many more
@@ -95,52 +74,6 @@ pub fn split_heads(x: Tensor<2>, batch: usize, heads: usize) -> Tensor<4> {
 pub fn merge_heads(x: Tensor<4>) -> Tensor<2> {
     let [batch, heads, len, dim] = x.dims();
     x.swap_dims(1, 2).reshape([batch * len, heads * dim])
-}
-
-/// `dropout(softmax(q·kᵀ/√d + bias))·v` over `[B, heads, L, d]` tensors, the products in `q`'s
-/// dtype and the scores widened to f32 for the bias and the softmax (autocast's choice: a bf16
-/// softmax over long rows loses the small probabilities).
-pub fn attend(
-    q: Tensor<4>,
-    k: Tensor<4>,
-    v: Tensor<4>,
-    bias: Tensor<4>,
-    dropout: Dropout,
-) -> Tensor<4> {
-    let dtype = q.dtype();
-    let head_dim = q.dims()[3] as f64;
-    let scores = matmul(q, k.swap_dims(2, 3))
-        .cast(DType::F32)
-        .div_scalar(head_dim.sqrt())
-        + bias;
-    matmul(
-        dropout.forward(activation::softmax(scores, 3).cast(dtype)),
-        v,
-    )
-}
-
-/// Additive `[B, 1, 1, L]` bias that hides padded keys (`mask` is 1 for tokens, 0 for pads).
-pub fn padding_bias(mask: Tensor<2, Int>) -> Tensor<4> {
-    let [batch, len] = mask.dims();
-    (mask.float() - 1.0)
-        .mul_scalar(-MASKED)
-        .reshape([batch, 1, 1, len])
-}
-
-/// Additive `[1, 1, L, L]` bias that hides keys further than `half_window` from the query
-/// (ModernBERT's local layers: `|q − k| ≤ local_attention / 2`).
-pub fn sliding_window_bias(len: usize, half_window: usize, device: &Device) -> Tensor<4> {
-    let values: Vec<f32> = (0..len * len)
-        .map(|i| {
-            let (q, k) = (i / len, i % len);
-            if q.abs_diff(k) > half_window {
-                MASKED
-            } else {
-                0.0
-            }
-        })
-        .collect();
-    Tensor::<2>::from_data(TensorData::new(values, [len, len]), device).reshape([1, 1, len, len])
 }
 
 /// Rotary position embedding in the rotate-half (NeoX) convention HF uses for ModernBERT and
@@ -212,9 +145,14 @@ pub struct RotaryAttention<'a> {
 }
 
 impl RotaryAttention<'_> {
-    /// `out(attention(rope(q), rope(k), v))` of the `[B·L, H]` rows `x` of B texts, `bias`
-    /// added to the scores.
-    pub fn forward(&self, x: Tensor<2>, batch: usize, rope: &Rope, bias: Tensor<4>) -> Tensor<2> {
+    /// `out(attention(rope(q), rope(k), v))` of the `[B·L, H]` rows `x` of B texts under `mask`.
+    pub fn forward(
+        &self,
+        x: Tensor<2>,
+        batch: usize,
+        rope: &Rope,
+        mask: &AttentionMask,
+    ) -> Tensor<2> {
         let qkv = linear(self.qkv, x, self.dtype);
         let hidden = qkv.dims()[1] / 3;
         let part = |i: usize| {
@@ -224,11 +162,11 @@ impl RotaryAttention<'_> {
                 self.heads,
             )
         };
-        let context = attend(
+        let context = attention(
             rope.apply(part(0)),
             rope.apply(part(1)),
             part(2),
-            bias,
+            mask,
             self.dropout,
         );
         linear(self.out, merge_heads(context), self.dtype)
@@ -283,11 +221,11 @@ pub fn run_post_ln<'a>(
     mask: Tensor<2, Int>,
     dtype: DType,
 ) -> Tensor<3> {
-    let bias = padding_bias(mask);
+    let mask = AttentionMask::padding(mask);
     over_tokens(x, |rows, batch| {
-        layers.into_iter().fold(rows, |x, layer| {
-            layer.forward(x, batch, bias.clone(), dtype)
-        })
+        layers
+            .into_iter()
+            .fold(rows, |x, layer| layer.forward(x, batch, &mask, dtype))
     })
 }
 
@@ -367,7 +305,13 @@ impl PostLnBlock {
 
     /// `x` is the f32 residual stream, the `[B·L, H]` rows of B texts; products and
     /// activations run in `dtype`.
-    pub fn forward(&self, x: Tensor<2>, batch: usize, bias: Tensor<4>, dtype: DType) -> Tensor<2> {
+    pub fn forward(
+        &self,
+        x: Tensor<2>,
+        batch: usize,
+        mask: &AttentionMask,
+        dtype: DType,
+    ) -> Tensor<2> {
         let x = mark(x, Region::Attention);
         let h = x.clone().cast(dtype);
         let heads =
@@ -375,7 +319,7 @@ impl PostLnBlock {
         let (q, k) = (heads(&self.query, h.clone()), heads(&self.key, h.clone()));
         let v = heads(&self.value, h);
         let drop = self.dropout;
-        let context = merge_heads(attend(q, k, v, bias, drop.attention_probs));
+        let context = merge_heads(attention(q, k, v, mask, drop.attention_probs));
         let attended = linear(&self.attention_output, context, dtype);
         let a = self
             .attention_norm
@@ -386,52 +330,5 @@ impl PostLnBlock {
             .forward(linear(&self.intermediate, a.clone(), dtype));
         let output = drop.output.forward(linear(&self.output, inner, dtype));
         self.output_norm.forward(residual(a, output))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn values(t: Tensor<2>) -> Vec<f32> {
-        t.into_data().convert::<f32>().try_into_vec().unwrap()
-    }
-
-    #[test]
-    fn dropout_zeroes_a_fraction_p_and_scales_the_rest_in_training_only() {
-        let p = 0.1;
-        let host = Device::flex();
-        let ones = Tensor::<2>::ones([200, 500], &host);
-        assert_eq!(values(Dropout(p).forward(ones.clone())), values(ones));
-
-        let training = host.clone().autodiff();
-        training.seed(7);
-        let dropped = values(Dropout(p).forward(Tensor::<2>::ones([200, 500], &training)));
-        let zeros = dropped.iter().filter(|&&v| v == 0.0).count() as f64 / dropped.len() as f64;
-        // 10⁵ draws: the fraction's standard deviation is below 0.001.
-        assert!((zeros - p).abs() < 0.005, "zeroed fraction {zeros}");
-        let kept = (1.0 / (1.0 - p)) as f32;
-        assert!(dropped.iter().all(|&v| v == 0.0 || (v - kept).abs() < 1e-6));
-
-        training.seed(7);
-        let again = values(Dropout(p).forward(Tensor::<2>::ones([200, 500], &training)));
-        assert_eq!(dropped, again, "the same seed draws the same mask");
-    }
-
-    #[test]
-    fn attention_softmax_is_f32_and_the_output_is_in_the_input_dtype() {
-        let device = Device::flex();
-        let values: Vec<f32> = (0..2 * 3 * 4).map(|i| (i as f32 * 0.37).sin()).collect();
-        let t = || Tensor::<4>::from_data(TensorData::new(values.clone(), [1, 2, 3, 4]), &device);
-        let bias = Tensor::<4>::zeros([1, 1, 1, 3], &device);
-        let exact = attend(t(), t(), t(), bias.clone(), Dropout(0.0));
-        let bf16 = || t().cast(DType::BF16);
-        let mixed = attend(bf16(), bf16(), bf16(), bias, Dropout(0.0));
-        assert_eq!(mixed.dtype(), DType::BF16);
-        let a: Vec<f32> = exact.into_data().convert::<f32>().try_into_vec().unwrap();
-        let b: Vec<f32> = mixed.into_data().convert::<f32>().try_into_vec().unwrap();
-        for (a, b) in a.iter().zip(&b) {
-            assert!((a - b).abs() <= 2e-2, "{a} vs {b}");
-        }
     }
 }

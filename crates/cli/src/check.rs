@@ -1,6 +1,7 @@
 //! `lsr check`: the parity fixtures on a chosen device, so that a build is verified where it
 //! runs (a GPU machine has no Rust toolchain to run the tests): transformers' logits and SPLADE
-//! vectors for every committed fixture, and one training step against PyTorch's.
+//! vectors for every committed fixture, one training step against PyTorch's, and where the
+//! device runs lsr's fused attention kernels, their outputs and gradients against the host's.
 
 use std::path::{Path, PathBuf};
 
@@ -11,6 +12,7 @@ use lsr_backbone::reference::{
     ReferenceOutputs, Yardstick, fixture_texts_in, reduced_precision_logit_bound,
 };
 use lsr_backbone::{Backbone, RescaleMode, Scale};
+use lsr_compute::attention::verify::fused_against_host;
 use lsr_compute::{Precision, parse_device};
 use lsr_splade::SpladeEncoder;
 use lsr_train::reference::{StepDeviation, bf16_step_bounds, step_deviation};
@@ -191,6 +193,7 @@ pub fn run(args: CheckArgs) -> Result<()> {
         let step = step_deviation(&args.fixtures, family, None, &train_device, args.precision)?;
         items.extend(step_items(family, &step, &bounds));
     }
+    items.extend(attention_items(&device, args.precision));
     let report = Report {
         device: format!("{device:?}"),
         precision: args.precision,
@@ -241,6 +244,40 @@ fn step_items(family: &str, step: &StepDeviation, bounds: &StepBounds) -> [Item;
         scalars,
         Item::new(family, what, value, bounds.weights, detail),
     ]
+}
+
+/// The fused attention kernels against attention in f32 on the host, where the device runs
+/// them (none elsewhere): each case's output and gradients, as a fraction of their largest
+/// value. In f32 the kernels compute in f32 (no tensor cores), so they are held to 1e-4 on any
+/// device (the tests hold lavapipe to 2e-5); in bf16-mixed to 3e-2, bf16's rounding of the
+/// output (2^-9 relative) with the inputs' and the products' below it.
+fn attention_items(device: &Device, precision: Precision) -> Vec<Item> {
+    let Some(deviations) = fused_against_host(device, precision.compute()) else {
+        return Vec::new();
+    };
+    let bound = match precision {
+        Precision::F32 => 1e-4,
+        Precision::Bf16Mixed => 3e-2,
+    };
+    deviations
+        .into_iter()
+        .map(|d| {
+            let what = match d.what {
+                "out" => "fused attention: output (relative)",
+                "dq" => "fused attention: dQ (relative)",
+                "dk" => "fused attention: dK (relative)",
+                _ => "fused attention: dV (relative)",
+            };
+            let detail = format!("largest |value| {:.2e}", d.largest);
+            Item::new(
+                &format!("attention-{}", d.case),
+                what,
+                d.relative(),
+                bound,
+                detail,
+            )
+        })
+        .collect()
 }
 
 impl Report {

@@ -1,18 +1,23 @@
 //! How lsr computes on a device, below every model: the choice of burn device (`device.rs`),
 //! the one entry point of every product and how it is computed (`matmul/`: `LSR_MATMUL`, burn's
-//! matmul or cuBLASLt on CUDA), the arithmetic a model runs in (`precision.rs`: f32 or
-//! bf16-mixed, and the linear map and residual add in it), LayerNorm and the bias add as
-//! operations with their own backward (`norm/`), what a pass launches and keeps on a GPU
-//! (`launches.rs`), and where the GPU backends keep their tuning and compiled kernels between
-//! processes (`kernel_cache.rs`). It knows no architecture: it has the operations layers are
-//! made of (a linear map, a norm), and the backbones assemble them.
+//! matmul or cuBLASLt on CUDA), attention and its fused kernels (`attention/`: `LSR_ATTENTION`),
+//! dropout and the seeding of its masks (`dropout.rs`), the arithmetic a model runs in
+//! (`precision.rs`: f32 or bf16-mixed, and the linear map and residual add in it), LayerNorm
+//! and the bias add as operations with their own backward (`norm/`), what a pass launches and
+//! keeps on a GPU (`launches.rs`), where the GPU backends keep their tuning and compiled kernels
+//! between processes (`kernel_cache.rs`), and the environment settings (`setting.rs`). It knows
+//! no architecture: it has the operations layers are made of (a linear map, a norm, attention),
+//! and the backbones assemble them.
 
+pub mod attention;
 pub mod device;
+pub mod dropout;
 pub mod kernel_cache;
 pub mod launches;
 pub mod matmul;
 pub mod norm;
 pub mod precision;
+pub mod setting;
 
 pub use device::{compiled_backends, parse_device, test_devices};
 pub use matmul::MatmulMode;

@@ -222,9 +222,9 @@ mod tests {
             let (backbone, ids, mask) = fixture_batch(family, &device);
             let model = &backbone.model;
             // Dropout acts on a device that records gradients: both passes draw the same masks.
-            device.seed(7);
+            lsr_compute::dropout::seed(&device, 7);
             let whole = splade_pool(model.forward(ids.clone(), mask.clone()), mask.clone());
-            device.seed(7);
+            lsr_compute::dropout::seed(&device, 7);
             let tiled = encode_pooled_tiles(model, ids, mask, 7);
             let [rows, vocab] = whole.dims();
             // A loss that weighs every term differently, so that a gradient sent to the wrong

@@ -226,7 +226,7 @@ impl Trainer {
     /// drawn from the seed of its place in the data.
     pub(crate) fn encode(&self, model: &MaskedLm, batch: &TrainBatch) -> (Tensor<2>, Tensor<2>) {
         let device = model.device();
-        device.seed(dropout_seed(self.recipe.seed, batch.index));
+        lsr_compute::dropout::seed(&device, dropout_seed(self.recipe.seed, batch.index));
         let (query_ids, query_mask) = batch.queries.to_tensors(&device);
         let queries = encode_pooled(model, query_ids, query_mask);
         let (doc_ids, doc_mask) = batch.documents.to_tensors(&device);

@@ -20,7 +20,7 @@ use crate::error::{BackboneError, Result};
 use crate::head::{HeadNames, HeadShape, MlmHead};
 use crate::layers::{
     ActivatedHalf, Activation, Dropout, Rope, RotaryAttention, gated_mlp, leading_rows,
-    over_tokens, padding_bias,
+    AttentionMask, over_tokens,
 };
 use crate::miniature::{HEADS, HIDDEN, INTERMEDIATE, LAYERS, POSITIONS};
 use lsr_compute::precision::residual;
@@ -266,7 +266,7 @@ impl GteLayer {
         x: Tensor<2>,
         batch: usize,
         rope: &Rope,
-        bias: Tensor<4>,
+        mask: &AttentionMask,
         dtype: DType,
     ) -> Tensor<2> {
         let x = mark(x, Region::Attention);
@@ -277,7 +277,7 @@ impl GteLayer {
             dropout: self.attention_dropout,
             dtype,
         }
-        .forward(x.clone(), batch, rope, bias);
+        .forward(x.clone(), batch, rope, mask);
         let x = self
             .attn_ln
             .forward(residual(x, self.hidden_dropout.forward(attention)));
@@ -308,11 +308,11 @@ impl EncoderModel for Gte {
         let x = self.hidden_dropout.forward(self.embeddings_norm.forward(x));
         let head_dim = x.dims()[2] / self.heads;
         let rope = Rope::new(len, head_dim, self.rope_theta, self.ntk_factor, &device);
-        let bias = padding_bias(mask);
+        let mask = AttentionMask::padding(mask);
         over_tokens(x, |rows, batch| {
-            self.layers.iter().fold(rows, |x, layer| {
-                layer.forward(x, batch, &rope, bias.clone(), dtype)
-            })
+            self.layers
+                .iter()
+                .fold(rows, |x, layer| layer.forward(x, batch, &rope, &mask, dtype))
         })
     }
 

@@ -26,7 +26,7 @@ use crate::error::{BackboneError, Result};
 use crate::head::{HeadNames, HeadShape, MlmHead};
 use crate::layers::{
     ActivatedHalf, Activation, Dropout, Rope, RotaryAttention, gated_mlp, over_tokens,
-    padding_bias, sliding_window_bias,
+    AttentionMask,
 };
 use crate::miniature::{HEADS, HIDDEN, INTERMEDIATE, LAYERS, POSITIONS};
 use lsr_compute::precision::residual;
@@ -341,7 +341,7 @@ impl ModernBertLayer {
         x: Tensor<2>,
         batch: usize,
         rope: &Rope,
-        bias: Tensor<4>,
+        mask: &AttentionMask,
         dtype: DType,
     ) -> Tensor<2> {
         let x = mark(x, Region::Attention);
@@ -356,7 +356,7 @@ impl ModernBertLayer {
             dropout: self.dropout.attention,
             dtype,
         }
-        .forward(normed, batch, rope, bias);
+        .forward(normed, batch, rope, mask);
         let x = mark(
             residual(x, self.dropout.attention.forward(attention)),
             Region::Ffn,
@@ -385,18 +385,18 @@ impl EncoderModel for ModernBert {
             .forward(self.tok_embeddings.forward(ids));
         let x = self.embedding_dropout.forward(x);
         let head_dim = x.dims()[2] / self.heads;
-        let global_bias = padding_bias(mask);
-        let local_bias = global_bias.clone() + sliding_window_bias(len, self.half_window, &device);
+        let global_mask = AttentionMask::padding(mask);
+        let local_mask = global_mask.sliding(self.half_window);
         let global_rope = Rope::new(len, head_dim, self.global_rope_theta, None, &device);
         let local_rope = Rope::new(len, head_dim, self.local_rope_theta, None, &device);
         over_tokens(x, |rows, batch| {
             let rows = self.layers.iter().fold(rows, |x, layer| {
-                let (rope, bias) = if layer.sliding {
-                    (&local_rope, local_bias.clone())
+                let (rope, mask) = if layer.sliding {
+                    (&local_rope, &local_mask)
                 } else {
-                    (&global_rope, global_bias.clone())
+                    (&global_rope, &global_mask)
                 };
-                layer.forward(x, batch, rope, bias, dtype)
+                layer.forward(x, batch, rope, mask, dtype)
             });
             self.final_norm.forward(rows)
         })

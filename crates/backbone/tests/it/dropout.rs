@@ -33,7 +33,7 @@ fn logits(name: &str, device: &Device, dropout: bool) -> Vec<f32> {
         .encode_batch(&texts)
         .unwrap()
         .to_tensors(device);
-    device.seed(11);
+    lsr_compute::dropout::seed(device, 11);
     let logits = backbone.model.forward(ids, mask);
     logits.into_data().convert::<f32>().try_into_vec().unwrap()
 }

@@ -15,6 +15,7 @@ use anyhow::Result;
 use burn::prelude::*;
 use clap::{Args, Subcommand};
 use lsr_backbone::{MaskedLm, ModelConfig, TokenBatch, Weights};
+use lsr_compute::attention::{self, AttentionMode};
 use lsr_compute::matmul::{self, CublasTotals, cublaslt_library, products_on, take_cublas_totals};
 use lsr_compute::{MatmulMode, Precision, parse_device};
 use lsr_splade::encode_pooled_tiles;
@@ -191,6 +192,9 @@ struct ModelRun {
     hidden: usize,
     /// How the products ran (`LSR_MATMUL` on this device): `cube` or `cublas`.
     matmul: MatmulMode,
+    /// How attention ran (`LSR_ATTENTION` on this device, dtype and BERT-base's heads of 64):
+    /// `fused` or `composed`.
+    attention: AttentionMode,
     iterations: usize,
     peak_rss_mib: Option<f64>,
     /// What the device's allocator holds after the timed runs (GPU backends).
@@ -286,6 +290,9 @@ impl Harness {
             precision,
             hidden,
             matmul: products_on(&self.device),
+            attention: attention::route(
+                &Tensor::<4>::zeros([1, 1, 1, 64], &self.device).cast(precision.compute()),
+            ),
             iterations: self.iterations,
             peak_rss_mib: peak_rss_mib(),
             device_reserved_mib: reserved_mib(&self.device),
@@ -473,11 +480,13 @@ fn encode(args: EncodeBench) -> Result<()> {
             );
         }
         format!(
-            "encode {}x{} on {} ({} products): {:.3} s/batch, {:.1} sequences/s, peak RSS {}",
+            "encode {}x{} on {} ({} products, {} attention): {:.3} s/batch, {:.1} sequences/s, \
+             peak RSS {}",
             report.batch,
             report.seq_len,
             run.device,
             run.matmul.name(),
+            run.attention.name(),
             report.seconds_per_batch,
             report.sequences_per_second,
             describe_rss(run.peak_rss_mib)

@@ -132,14 +132,15 @@ pub(super) fn train_step(args: TrainStepBench) -> Result<()> {
             );
         }
         format!(
-            "train step ({} queries x {}, {} documents x {}) on {} ({} products): {:.3} s/step, \
-             peak RSS {}",
+            "train step ({} queries x {}, {} documents x {}) on {} ({} products, {} attention): \
+             {:.3} s/step, peak RSS {}",
             report.queries,
             report.query_len,
             report.documents,
             report.document_len,
             run.device,
             run.matmul.name(),
+            run.attention.name(),
             report.seconds_per_step,
             describe_rss(run.peak_rss_mib)
         )

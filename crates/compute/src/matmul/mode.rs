@@ -1,5 +1,7 @@
 //! `LSR_MATMUL`: how the model's products are computed, read once per process.
 
+use crate::setting::Setting;
+
 /// How products are computed, from `LSR_MATMUL`: `cube` (burn's matmul, cubecl's kernels on a
 /// GPU; the default), `cublas` (cuBLASLt on CUDA devices) or `auto` (cuBLASLt where the device
 /// is CUDA and libcublasLt loads, else cube). Off CUDA, and in builds without the `cuda`
@@ -12,24 +14,16 @@ pub enum MatmulMode {
     Auto,
 }
 
-impl MatmulMode {
-    pub const VARIABLE: &'static str = "LSR_MATMUL";
-    pub const NAMES: [&'static str; 3] = ["cube", "cublas", "auto"];
+impl Setting for MatmulMode {
+    const VARIABLE: &'static str = "LSR_MATMUL";
+    const NAMES: &'static [&'static str] = &["cube", "cublas", "auto"];
 
-    /// The mode a value of `LSR_MATMUL` names (unset or empty: `cube`).
-    pub fn parse(value: Option<&str>) -> std::result::Result<Self, String> {
-        match value.unwrap_or("") {
-            "" | "cube" => Ok(Self::Cube),
-            "cublas" => Ok(Self::Cublas),
-            "auto" => Ok(Self::Auto),
-            other => Err(format!(
-                "{}=`{other}`: expected one of {}",
-                Self::VARIABLE,
-                Self::NAMES.join(", ")
-            )),
-        }
+    fn from_index(index: usize) -> Self {
+        [Self::Cube, Self::Cublas, Self::Auto][index]
     }
+}
 
+impl MatmulMode {
     pub fn name(self) -> &'static str {
         Self::NAMES[self as usize]
     }
@@ -39,8 +33,7 @@ impl MatmulMode {
 pub fn matmul_mode() -> std::result::Result<MatmulMode, String> {
     static MODE: std::sync::OnceLock<std::result::Result<MatmulMode, String>> =
         std::sync::OnceLock::new();
-    MODE.get_or_init(|| MatmulMode::parse(std::env::var(MatmulMode::VARIABLE).ok().as_deref()))
-        .clone()
+    MODE.get_or_init(MatmulMode::from_environment).clone()
 }
 
 #[cfg(test)]
@@ -52,7 +45,7 @@ mod tests {
         assert_eq!(MatmulMode::parse(None), Ok(MatmulMode::Cube));
         assert_eq!(MatmulMode::parse(Some("")), Ok(MatmulMode::Cube));
         for name in MatmulMode::NAMES {
-            assert_eq!(MatmulMode::parse(Some(name)).unwrap().name(), name);
+            assert_eq!(MatmulMode::parse(Some(name)).unwrap().name(), *name);
         }
         let error = MatmulMode::parse(Some("cuBLAS")).unwrap_err();
         assert!(

@@ -25,6 +25,7 @@ use burn::prelude::*;
 use cudarc::cublaslt::sys;
 
 use super::MatmulMode;
+use crate::setting::Setting;
 use backend::LtMatmul;
 use gemm::GemmDtype;
 

@@ -1,0 +1,289 @@
+//! Attention as lsr's own kernels on the cube backends (CUDA, WGPU): the backend extension
+//! [`FusedAttention`] (a forward that keeps the output and two statistics per query, the
+//! largest score and the log of the sum, a backward that recomputes the probabilities from
+//! them), its autodiff, and which devices and shapes it serves. The kernels are `kernels.rs`, their launches `launch.rs`.
+//!
+//! Why: composed of burn's operations, attention writes and reads a `[B, H, L, L]` tensor at
+//! every link of its chain and was 62% of a training step's launches (`docs/perf-gpu.md`);
+//! burn's own flash kernel takes no additive bias and no dropout, and autodiff decomposes it.
+
+mod kernels;
+mod launch;
+
+use burn::backend::autodiff::checkpoint::base::Checkpointer;
+use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
+use burn::backend::autodiff::grads::Gradients;
+use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
+use burn::backend::fusion::custom::TensorSpec;
+use burn::backend::tensor::FloatTensor;
+use burn::backend::{Autodiff, Backend, DispatchDevice, backend_extension};
+use burn::prelude::*;
+use burn::tensor::DType;
+
+use crate::dropout::{Dropout, next_hash_seed};
+
+/// The head dimensions the kernels are compiled for: each unit holds up to four rows of it in
+/// registers.
+const MAX_HEAD_DIM: usize = 128;
+
+/// What the kernels take besides tensors: the score's scale, the window, and dropout.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Options {
+    pub scale: f32,
+    pub half_window: Option<usize>,
+    pub dropout: Option<HashedDropout>,
+}
+
+/// Dropout with rate `rate` whose mask is a hash of each position and `seed`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct HashedDropout {
+    pub rate: f64,
+    pub seed: [u32; 2],
+}
+
+/// `[B, L, H, d]`: the layout of the output and the gradients, for `[B, H, L, d]` `q`.
+fn token_major(q: &TensorSpec) -> TensorSpec {
+    let [batch, heads, len, dim] = q.shape.dims::<4>();
+    TensorSpec::new([batch, len, heads, dim].into(), q.dtype)
+}
+
+fn forward_spec(
+    q: &TensorSpec,
+    _k: &TensorSpec,
+    _v: &TensorSpec,
+    _bias: &TensorSpec,
+    _options: &Options,
+) -> (TensorSpec, TensorSpec) {
+    let [batch, heads, len, _] = q.shape.dims::<4>();
+    (
+        token_major(q),
+        TensorSpec::new([batch, heads, len, 2].into(), DType::F32),
+    )
+}
+
+#[allow(clippy::too_many_arguments)]
+fn backward_spec(
+    q: &TensorSpec,
+    _k: &TensorSpec,
+    _v: &TensorSpec,
+    _bias: &TensorSpec,
+    _out: &TensorSpec,
+    _dout: &TensorSpec,
+    _stats: &TensorSpec,
+    _options: &Options,
+) -> (TensorSpec, TensorSpec, TensorSpec) {
+    (token_major(q), token_major(q), token_major(q))
+}
+
+fn mask_spec(q: &TensorSpec, _options: &Options) -> TensorSpec {
+    let [batch, heads, len, _] = q.shape.dims::<4>();
+    TensorSpec::new([batch, heads, len, len].into(), DType::F32)
+}
+
+/// Attention of `[B, H, L, d]` `q`, `k`, `v` with `[B, L]` f32 `key_bias` added to each key's
+/// scores. Outputs and gradients are `[B, L, H, d]`.
+#[backend_extension(Cube, Fusion, Autodiff)]
+pub trait FusedAttention: Backend {
+    /// The output `[B, L, H, d]` and the statistics of each query's scores `[B, H, L, 2]`
+    /// (f32): the largest, and the log of the sum of their exponentials less it.
+    #[fusion(meta = forward_spec)]
+    fn fused_attention(
+        q: FloatTensor<Self>,
+        k: FloatTensor<Self>,
+        v: FloatTensor<Self>,
+        key_bias: FloatTensor<Self>,
+        options: Options,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>);
+
+    /// dQ, dK, dV `[B, L, H, d]` from the upstream gradient `dout` of `out`.
+    #[allow(clippy::too_many_arguments)]
+    #[fusion(meta = backward_spec)]
+    fn fused_attention_backward(
+        q: FloatTensor<Self>,
+        k: FloatTensor<Self>,
+        v: FloatTensor<Self>,
+        key_bias: FloatTensor<Self>,
+        out: FloatTensor<Self>,
+        dout: FloatTensor<Self>,
+        stats: FloatTensor<Self>,
+        options: Options,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>);
+
+    /// The factor dropout leaves on each probability, `[B, H, L, L]` f32 (0 or
+    /// `1 / (1 − rate)`), as the kernels draw it for `q`'s shape and `options`: the mask a test
+    /// rebuilds to check that the forward and the backward drop the same positions.
+    #[fusion(meta = mask_spec)]
+    fn fused_attention_dropout(q: FloatTensor<Self>, options: Options) -> FloatTensor<Self>;
+}
+
+/// What the backward keeps: the inputs, the output and its statistics; nothing of size L².
+#[derive(Clone, Debug)]
+struct Saved<B: Backend> {
+    q: FloatTensor<B>,
+    k: FloatTensor<B>,
+    v: FloatTensor<B>,
+    key_bias: FloatTensor<B>,
+    out: FloatTensor<B>,
+    stats: FloatTensor<B>,
+    options: Options,
+}
+
+#[derive(Debug)]
+struct AttentionBackward;
+
+impl<B: Backend + FusedAttention> Backward<B, 3> for AttentionBackward {
+    type State = Saved<B>;
+
+    fn backward(self, ops: Ops<Self::State, 3>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let dout = grads.consume::<B>(&ops.node);
+        let s = ops.state;
+        let gradients =
+            B::fused_attention_backward(s.q, s.k, s.v, s.key_bias, s.out, dout, s.stats, s.options);
+        let [dq, dk, dv] = <[FloatTensor<B>; 3]>::from(gradients);
+        for (parent, gradient) in ops.parents.iter().zip([dq, dk, dv]) {
+            if let Some(parent) = parent {
+                // `[B, L, H, d]` seen as the `[B, H, L, d]` of the input: a view, no copy.
+                grads.register::<B>(parent.id, B::float_swap_dims(gradient, 1, 2));
+            }
+        }
+    }
+}
+
+impl<B: Backend + FusedAttention, C: CheckpointStrategy> FusedAttention for Autodiff<B, C> {
+    fn fused_attention(
+        q: FloatTensor<Self>,
+        k: FloatTensor<Self>,
+        v: FloatTensor<Self>,
+        key_bias: FloatTensor<Self>,
+        options: Options,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        use burn::backend::AutodiffBackend;
+        let nodes = [q.node(), k.node(), v.node()];
+        let (q, k, v) = (q.into_primitive(), k.into_primitive(), v.into_primitive());
+        let key_bias = key_bias.into_primitive();
+        match AttentionBackward
+            .prepare::<C>(nodes)
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => {
+                let (out, stats) =
+                    B::fused_attention(q.clone(), k.clone(), v.clone(), key_bias.clone(), options);
+                let saved = Saved {
+                    q,
+                    k,
+                    v,
+                    key_bias,
+                    out: out.clone(),
+                    stats: stats.clone(),
+                    options,
+                };
+                (prep.finish(saved, out), Self::from_inner(stats))
+            }
+            OpsKind::UnTracked(prep) => {
+                let (out, stats) = B::fused_attention(q, k, v, key_bias, options);
+                (prep.finish(out), Self::from_inner(stats))
+            }
+        }
+    }
+
+    fn fused_attention_backward(
+        q: FloatTensor<Self>,
+        k: FloatTensor<Self>,
+        v: FloatTensor<Self>,
+        key_bias: FloatTensor<Self>,
+        out: FloatTensor<Self>,
+        dout: FloatTensor<Self>,
+        stats: FloatTensor<Self>,
+        options: Options,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
+        use burn::backend::AutodiffBackend;
+        let (dq, dk, dv) = B::fused_attention_backward(
+            q.into_primitive(),
+            k.into_primitive(),
+            v.into_primitive(),
+            key_bias.into_primitive(),
+            out.into_primitive(),
+            dout.into_primitive(),
+            stats.into_primitive(),
+            options,
+        );
+        (
+            Self::from_inner(dq),
+            Self::from_inner(dk),
+            Self::from_inner(dv),
+        )
+    }
+
+    fn fused_attention_dropout(q: FloatTensor<Self>, options: Options) -> FloatTensor<Self> {
+        use burn::backend::AutodiffBackend;
+        Self::from_inner(B::fused_attention_dropout(q.into_primitive(), options))
+    }
+}
+
+/// Whether the kernels compute attention of `q` here: a cube device, a head dimension they
+/// are compiled for, a dtype the device has (bf16 on CUDA, not in WGSL), and the shared memory
+/// and bindings of their smallest tile.
+pub fn serves(q: &Tensor<4>) -> bool {
+    let inner = q.device().inner();
+    let DispatchDevice::Cube(cube) = inner.as_dispatch() else {
+        return false;
+    };
+    let dim = q.dims()[3];
+    let client = cube.client();
+    (1..=MAX_HEAD_DIM).contains(&dim)
+        && launch::supports(&client, q.dtype())
+        && launch::tile(&client.properties().hardware, dim).is_some()
+}
+
+/// [`super::attention`] through the kernels: `dropout` hashed from the next seed of the
+/// stream that training seeds.
+pub fn attention(
+    q: Tensor<4>,
+    k: Tensor<4>,
+    v: Tensor<4>,
+    key_bias: &Tensor<2>,
+    half_window: Option<usize>,
+    dropout: Dropout,
+) -> Tensor<4> {
+    let options = Options {
+        scale: (q.dims()[3] as f32).sqrt().recip(),
+        half_window,
+        dropout: dropout.applies(&q.device()).then(|| HashedDropout {
+            rate: dropout.0,
+            seed: next_hash_seed(),
+        }),
+    };
+    let (out, _stats) = fused_attention_of(q, k, v, key_bias.clone(), options);
+    out.swap_dims(1, 2)
+}
+
+/// The extension on model tensors: the output `[B, L, H, d]` and the statistics `[B, H, L, 2]`.
+pub(crate) fn fused_attention_of(
+    q: Tensor<4>,
+    k: Tensor<4>,
+    v: Tensor<4>,
+    key_bias: Tensor<2>,
+    options: Options,
+) -> (Tensor<4>, Tensor<4>) {
+    let dtype = q.dtype();
+    let (out, stats) = <burn::backend::Dispatch as FusedAttention>::fused_attention(
+        q.into_dispatch(),
+        k.cast(dtype).into_dispatch(),
+        v.cast(dtype).into_dispatch(),
+        key_bias.cast(DType::F32).into_dispatch(),
+        options,
+    );
+    (Tensor::from_dispatch(out), Tensor::from_dispatch(stats))
+}
+
+/// The dropout factors `[B, H, L, L]` the kernels apply for `q` and `options`: the mask
+/// `verify` rebuilds for the host.
+pub(crate) fn dropout_factors(q: Tensor<4>, options: Options) -> Tensor<4> {
+    Tensor::from_dispatch(
+        <burn::backend::Dispatch as FusedAttention>::fused_attention_dropout(
+            q.into_dispatch(),
+            options,
+        ),
+    )
+}
