@@ -69,13 +69,16 @@ pub fn encode_pooled_tiles(
     mark(activate(pooled), Region::Head)
 }
 
-/// `max_t` of the logits of the text's tokens (pads pushed to −1e30), in the logits' dtype.
+/// `max_t` of the logits of the text's tokens (pads pushed to −1e30), in f32: the max of bf16
+/// logits is one of them, so widening first changes no value, and it keeps the max and its
+/// argmax (which a backward pass records) in outputs of one element size. In bf16 on CUDA, burn
+/// 0.22.1's max-with-indices gave its bf16 values and i32 indices rows of different pitch and
+/// autotune found no kernel that ran (`docs/gpu/2026-12-04.md`).
 fn masked_max(logits: Tensor<3>, mask: Tensor<2, Int>) -> Tensor<2> {
-    let pad_offset = (mask.float() - 1.0)
-        .mul_scalar(1e30)
-        .cast(logits.dtype())
-        .unsqueeze_dim::<3>(2);
-    (logits + pad_offset).max_dim(1).squeeze_dim::<2>(1)
+    let pad_offset = (mask.float() - 1.0).mul_scalar(1e30).unsqueeze_dim::<3>(2);
+    (logits.cast(DType::F32) + pad_offset)
+        .max_dim(1)
+        .squeeze_dim::<2>(1)
 }
 
 /// `log(1 + relu(·))` in f32.
