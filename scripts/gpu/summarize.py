@@ -109,6 +109,10 @@ def main():
     def ok(**meta):
         return [r for r in records if r["status"] == "ok" and all(r["meta"].get(k) == v for k, v in meta.items())]
 
+    def lsr_label(m):
+        # Runs made before LSR_ATTENTION existed have no `attention` (they were composed).
+        return f'{m["device"]} {m.get("matmul", "cube")} {m.get("attention", "composed")} attention {m["precision"]}'
+
     comparisons = []
     for r in ok(tool="lsr"):
         m = r["meta"]
@@ -120,7 +124,7 @@ def main():
             speed_ratio = ratio(speed(r), speed(t))
             comparisons.append({
                 "kind": m["kind"], "shape": m.get("shape"),
-                "lsr": f'{m["device"]} {m.get("matmul", "cube")} {m["precision"]}',
+                "lsr": lsr_label(m),
                 "torch": f'{torch_precision}, TF32 {tf32}', "speed_ratio": speed_ratio,
                 "held_memory_ratio": ratio(held(r), held(t)),
                 "process_peak_ratio": ratio(r.get("gpu_peak_mib"), t.get("gpu_peak_mib")),
@@ -132,7 +136,7 @@ def main():
         step = (r.get("result") or {}).get("seconds_per_step")
         if step:
             m = r["meta"]
-            cells.append({"lsr": f'{m["device"]} {m.get("matmul", "cube")} {m["precision"]}',
+            cells.append({"lsr": lsr_label(m),
                           "hours": step * CELL_BATCHES * CELL_STEPS / 3600})
     for t in ok(tool="torch", kind="train", shape="recipe"):
         step = (t.get("result") or {}).get("seconds_per_step")
