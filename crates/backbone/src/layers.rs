@@ -46,7 +46,7 @@ impl Activation {
 
     pub fn forward<const D: usize>(self, x: Tensor<D>) -> Tensor<D> {
         match self {
-            Self::Gelu => activation::gelu(x),
+            Self::Gelu => lsr_compute::activation::gelu(x),
             Self::GeluTanh => activation::gelu_approximate(x),
             Self::Relu => activation::relu(x),
             Self::Silu => activation::silu(x),

@@ -1,4 +1,5 @@
 //! How lsr computes on a device, below every model: the choice of burn device (`device.rs`),
+//! the erf GELU with its exact gradient on every backend (`activation.rs`),
 //! the one entry point of every product and how it is computed (`matmul/`: `LSR_MATMUL`, burn's
 //! matmul or cuBLASLt on CUDA), attention and its fused kernels (`attention/`: `LSR_ATTENTION`),
 //! dropout and the seeding of its masks (`dropout.rs`), the arithmetic a model runs in
@@ -9,6 +10,7 @@
 //! no architecture: it has the operations layers are made of (a linear map, a norm, attention),
 //! and the backbones assemble them.
 
+pub mod activation;
 pub mod attention;
 pub mod device;
 pub mod dropout;
