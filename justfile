@@ -10,6 +10,8 @@ default:
 test:
     # burn's CUDA backend links LLVM 23; where GitHub is unreachable it comes from PyPI.
     scripts/cuda/llvm-bundle.sh
+    # ptxas and libdevice (PyPI wheels) for the test that compiles lsr's kernels for sm_90.
+    scripts/cuda/ptx-tools.sh > /dev/null
     # One build with CUDA and WGPU compiled in, so that nothing is compiled twice: the tests run
     # on flex (LSR_DEVICE), the CLI tests run the CUDA-enabled `lsr`, the encoder parity tests
     # run again on WGPU (Mesa's software Vulkan where there is no GPU), and CUDA, having no
@@ -19,9 +21,14 @@ test:
     # values and not speed, need not spend on more than the fewest candidates. The WGPU tests
     # run attention through lsr's fused kernels (LSR_ATTENTION=fused, opt-in elsewhere); flex
     # runs the composed attention, which is the same code on every backend.
-    BURN_DEVICE=flex LSR_DEVICE=flex LSR_TEST_DEVICE=wgpu LSR_ATTENTION=fused CUBECL_AUTOTUNE_LEVEL=minimal XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-/tmp}" cargo test --workspace --features lsr-cli/cuda,lsr-cli/wgpu
+    BURN_DEVICE=flex LSR_DEVICE=flex LSR_TEST_DEVICE=wgpu LSR_ATTENTION=fused LSR_CUDA_TOOLS="$(scripts/cuda/ptx-tools.sh)" CUBECL_AUTOTUNE_LEVEL=minimal XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-/tmp}" cargo test --workspace --features lsr-cli/cuda,lsr-cli/wgpu
     # The default build, without GPU backends (`just reproduce mini`), must compile too.
     cargo check -p lsr-cli
+
+# lsr's attention kernels compiled for sm_90a without a GPU: registers and spills per kernel (docs/perf-gpu.md)
+ptx:
+    scripts/cuda/llvm-bundle.sh
+    LSR_CUDA_TOOLS="$(scripts/cuda/ptx-tools.sh)" cargo test --workspace --features lsr-cli/cuda,lsr-cli/wgpu --lib every_attention_kernel_compiles -- --nocapture
 
 # Regenerate the fixtures with transformers, pytrec_eval and scipy (venv: scripts/fixtures/README.md).
 fixtures python=".venv/bin/python":

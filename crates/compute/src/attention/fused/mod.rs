@@ -9,6 +9,8 @@
 
 mod kernels;
 mod launch;
+#[cfg(all(test, feature = "cuda"))]
+mod ptx;
 
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
