@@ -351,9 +351,11 @@ fn stage_row_terms(
     }
 }
 
-/// dK `[B, L, H, d]`. Cubes: (key blocks, heads, batch).
+/// dK (`keys`) or dV `[B, L, H, d]`: one body, compiled for each, as two kernels (the two
+/// accumulators together would need 256 registers of f32 a unit at head dimension 64). dV needs
+/// neither `v` nor `delta`, bound all the same. Cubes: (key blocks, heads, batch).
 #[cube(launch)]
-pub fn key_gradient<F: Float>(
+pub fn key_value_gradient<F: Float>(
     q: &Tensor<F>,
     k: &Tensor<F>,
     v: &Tensor<F>,
@@ -361,9 +363,10 @@ pub fn key_gradient<F: Float>(
     dout: &Tensor<F>,
     stats: &Tensor<f32>,
     delta: &Tensor<f32>,
-    dk: &mut Tensor<F>,
+    grad: &mut Tensor<F>,
     params: Params,
     #[comptime] shape: Shape,
+    #[comptime] keys: bool,
     #[define(F)] _dtype: ElemType,
 ) {
     let (heads, len) = (q.shape(1), q.shape(2));
@@ -372,12 +375,14 @@ pub fn key_gradient<F: Float>(
     let dim = shape.dim;
     let mut key = Array::<f32>::new(dim);
     let mut value = Array::<f32>::new(dim);
-    let mut grad = Array::<f32>::new(dim);
+    let mut acc = Array::<f32>::new(dim);
     load_head_row::<F>(k, &mut key, b, h, j, f32::new(1.0), dim);
-    load_head_row::<F>(v, &mut value, b, h, j, f32::new(1.0), dim);
+    if keys {
+        load_head_row::<F>(v, &mut value, b, h, j, f32::new(1.0), dim);
+    }
     #[unroll]
     for c in 0..dim {
-        grad[c] = f32::new(0.0);
+        acc[c] = f32::new(0.0);
     }
     let bias = key_bias[b * key_bias.stride(0) + j * key_bias.stride(1)];
     let row_base = (b * heads + h) * len;
@@ -403,36 +408,50 @@ pub fn key_gradient<F: Float>(
             1usize,
             shape.tile,
         );
-        stage_row_terms(
-            delta,
-            &mut deltas,
-            row_base,
-            start,
-            len,
-            1usize,
-            0usize,
-            shape.tile,
-        );
+        if keys {
+            stage_row_terms(
+                delta,
+                &mut deltas,
+                row_base,
+                start,
+                len,
+                1usize,
+                0usize,
+                shape.tile,
+            );
+        }
         sync_cube();
         let end = (len - start).min(shape.tile);
         for r in 0..end {
             let i = start + r;
             let mut dot = f32::new(0.0);
-            let mut dp = f32::new(0.0);
             #[unroll]
             for c in 0..dim {
                 dot += queries[r * dim + c] * key[c];
-                dp += upstream[r * dim + c] * value[c];
             }
             let s = score(dot * params.scale, bias, i, j, &params, shape.windowed);
             let p = (s - maxes[r] - ln_sums[r]).exp();
+            let mut factor = f32::new(1.0);
             if shape.dropped {
-                dp *= kept(row_base + i, j, &params);
+                factor = kept(row_base + i, j, &params);
             }
-            let ds = p * (dp - deltas[r]);
-            #[unroll]
-            for c in 0..dim {
-                grad[c] += ds * queries[r * dim + c];
+            if keys {
+                let mut dp = f32::new(0.0);
+                #[unroll]
+                for c in 0..dim {
+                    dp += upstream[r * dim + c] * value[c];
+                }
+                let ds = p * (dp * factor - deltas[r]);
+                #[unroll]
+                for c in 0..dim {
+                    acc[c] += ds * queries[r * dim + c];
+                }
+            } else {
+                let weight = p * factor;
+                #[unroll]
+                for c in 0..dim {
+                    acc[c] += weight * upstream[r * dim + c];
+                }
             }
         }
         sync_cube();
@@ -440,87 +459,10 @@ pub fn key_gradient<F: Float>(
     }
     if active {
         let base = ((b * len + j) * heads + h) * dim;
+        let scale = if keys { params.scale } else { f32::new(1.0) };
         #[unroll]
         for c in 0..dim {
-            dk[base + c] = F::cast_from(grad[c] * params.scale);
-        }
-    }
-}
-
-/// dV `[B, L, H, d]`. Cubes: (key blocks, heads, batch).
-#[cube(launch)]
-pub fn value_gradient<F: Float>(
-    q: &Tensor<F>,
-    k: &Tensor<F>,
-    key_bias: &Tensor<f32>,
-    dout: &Tensor<F>,
-    stats: &Tensor<f32>,
-    dv: &mut Tensor<F>,
-    params: Params,
-    #[comptime] shape: Shape,
-    #[define(F)] _dtype: ElemType,
-) {
-    let (heads, len) = (q.shape(1), q.shape(2));
-    let (h, b) = (CUBE_POS_Y as usize, CUBE_POS_Z as usize);
-    let (j, active) = own_row(len);
-    let dim = shape.dim;
-    let mut key = Array::<f32>::new(dim);
-    let mut grad = Array::<f32>::new(dim);
-    load_head_row::<F>(k, &mut key, b, h, j, f32::new(1.0), dim);
-    #[unroll]
-    for c in 0..dim {
-        grad[c] = f32::new(0.0);
-    }
-    let bias = key_bias[b * key_bias.stride(0) + j * key_bias.stride(1)];
-    let row_base = (b * heads + h) * len;
-    let mut queries = Shared::<[f32]>::new_slice(comptime!(shape.tile * shape.dim));
-    let mut upstream = Shared::<[f32]>::new_slice(comptime!(shape.tile * shape.dim));
-    let mut maxes = Shared::<[f32]>::new_slice(shape.tile);
-    let mut ln_sums = Shared::<[f32]>::new_slice(shape.tile);
-    let mut start = 0usize;
-    while start < len {
-        stage_heads::<F>(q, &mut queries, b, h, start, shape);
-        stage_rows::<F>(dout, &mut upstream, b, h, start, len, heads, shape);
-        stage_row_terms(
-            stats, &mut maxes, row_base, start, len, 2usize, 0usize, shape.tile,
-        );
-        stage_row_terms(
-            stats,
-            &mut ln_sums,
-            row_base,
-            start,
-            len,
-            2usize,
-            1usize,
-            shape.tile,
-        );
-        sync_cube();
-        let end = (len - start).min(shape.tile);
-        for r in 0..end {
-            let i = start + r;
-            let mut dot = f32::new(0.0);
-            #[unroll]
-            for c in 0..dim {
-                dot += queries[r * dim + c] * key[c];
-            }
-            let s = score(dot * params.scale, bias, i, j, &params, shape.windowed);
-            let mut weight = (s - maxes[r] - ln_sums[r]).exp();
-            if shape.dropped {
-                weight *= kept(row_base + i, j, &params);
-            }
-            #[unroll]
-            for c in 0..dim {
-                grad[c] += weight * upstream[r * dim + c];
-            }
-        }
-        sync_cube();
-        start += shape.tile;
-    }
-    if active {
-        let base = ((b * len + j) * heads + h) * dim;
-        #[unroll]
-        for c in 0..dim {
-            dv[base + c] = F::cast_from(grad[c]);
+            grad[base + c] = F::cast_from(acc[c] * scale);
         }
     }
 }

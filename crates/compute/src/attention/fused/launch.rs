@@ -1,5 +1,6 @@
 //! The fused attention on the cube backends: which dtypes and tiles a device takes, and the
-//! launches of `kernels.rs` (one for the forward, three for the backward).
+//! launches of `kernels.rs` (one for the forward, three for the backward: dQ, then dK and dV
+//! from one kernel body).
 
 use burn::backend::TensorMetadata;
 use burn::backend::cubecl::dtype_to_storage_type;
@@ -204,36 +205,25 @@ impl FusedAttention for CubeBackend {
             plan.shape,
             dtype,
         );
-        kernels::key_gradient::launch(
-            &client,
-            count.clone(),
-            dim,
-            q.clone().into_tensor_arg(),
-            k.clone().into_tensor_arg(),
-            v.into_tensor_arg(),
-            key_bias.clone().into_tensor_arg(),
-            dout.clone().into_tensor_arg(),
-            stats.clone().into_tensor_arg(),
-            delta.into_tensor_arg(),
-            dk.clone().into_tensor_arg(),
-            plan.params(),
-            plan.shape,
-            dtype,
-        );
-        kernels::value_gradient::launch(
-            &client,
-            count,
-            dim,
-            q.into_tensor_arg(),
-            k.into_tensor_arg(),
-            key_bias.into_tensor_arg(),
-            dout.into_tensor_arg(),
-            stats.into_tensor_arg(),
-            dv.clone().into_tensor_arg(),
-            plan.params(),
-            plan.shape,
-            dtype,
-        );
+        for (keys, gradient) in [(true, &dk), (false, &dv)] {
+            kernels::key_value_gradient::launch(
+                &client,
+                count.clone(),
+                dim,
+                q.clone().into_tensor_arg(),
+                k.clone().into_tensor_arg(),
+                v.clone().into_tensor_arg(),
+                key_bias.clone().into_tensor_arg(),
+                dout.clone().into_tensor_arg(),
+                stats.clone().into_tensor_arg(),
+                delta.clone().into_tensor_arg(),
+                gradient.clone().into_tensor_arg(),
+                plan.params(),
+                plan.shape,
+                keys,
+                dtype,
+            );
+        }
         (dq, dk, dv)
     }
 

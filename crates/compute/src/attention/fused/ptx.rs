@@ -23,9 +23,7 @@ use cubecl_llvm::{LlvmTarget, PlironArtifact, PlironCompiler, PlironOptions};
 use cubecl_runtime::compiler::Compiler;
 use cubecl_runtime::kernel::CubeKernel;
 
-use super::kernels::{
-    ParamsCompilationArg, Shape, forward, key_gradient, query_gradient, value_gradient,
-};
+use super::kernels::{ParamsCompilationArg, Shape, forward, key_value_gradient, query_gradient};
 
 /// The H200's compute capability, and the CUDA version cudarc is built for.
 const SM: u32 = 90;
@@ -91,7 +89,7 @@ struct Compiled {
     shared_bytes: usize,
 }
 
-/// The four kernels in `dtype` at the recipe's configuration.
+/// The four kernels in `dtype` at the recipe's configuration (`t` is one tensor argument).
 fn kernels(dtype: FloatKind) -> Vec<(&'static str, Box<dyn CubeKernel>)> {
     let shape = Shape {
         dim: 64,
@@ -109,80 +107,64 @@ fn kernels(dtype: FloatKind) -> Vec<(&'static str, Box<dyn CubeKernel>)> {
     };
     let (props, target) = (device_properties(), Arc::new(TargetProperties::default()));
     let t = tensor;
+    let key_value = |keys| -> Box<dyn CubeKernel> {
+        let [q, k, v, bias, dout, stats, delta, grad] = [(); 8].map(|()| t());
+        Box::new(key_value_gradient::KeyValueGradient::new(
+            settings(),
+            props.clone(),
+            target.clone(),
+            q,
+            k,
+            v,
+            bias,
+            dout,
+            stats,
+            delta,
+            grad,
+            params(),
+            shape,
+            keys,
+            elem,
+        ))
+    };
+    let [q, k, v, bias, out, stats] = [(); 6].map(|()| t());
+    let forward = forward::Forward::new(
+        settings(),
+        props.clone(),
+        target.clone(),
+        q,
+        k,
+        v,
+        bias,
+        out,
+        stats,
+        params(),
+        shape,
+        elem,
+    );
+    let [q, k, v, bias, out, dout, stats, dq, delta] = [(); 9].map(|()| t());
+    let query = query_gradient::QueryGradient::new(
+        settings(),
+        props.clone(),
+        target.clone(),
+        q,
+        k,
+        v,
+        bias,
+        out,
+        dout,
+        stats,
+        dq,
+        delta,
+        params(),
+        shape,
+        elem,
+    );
     vec![
-        (
-            "forward",
-            Box::new(forward::Forward::new(
-                settings(),
-                props.clone(),
-                target.clone(),
-                t(),
-                t(),
-                t(),
-                t(),
-                t(),
-                t(),
-                params(),
-                shape,
-                elem,
-            )) as Box<dyn CubeKernel>,
-        ),
-        (
-            "query_gradient",
-            Box::new(query_gradient::QueryGradient::new(
-                settings(),
-                props.clone(),
-                target.clone(),
-                t(),
-                t(),
-                t(),
-                t(),
-                t(),
-                t(),
-                t(),
-                t(),
-                t(),
-                params(),
-                shape,
-                elem,
-            )),
-        ),
-        (
-            "key_gradient",
-            Box::new(key_gradient::KeyGradient::new(
-                settings(),
-                props.clone(),
-                target.clone(),
-                t(),
-                t(),
-                t(),
-                t(),
-                t(),
-                t(),
-                t(),
-                t(),
-                params(),
-                shape,
-                elem,
-            )),
-        ),
-        (
-            "value_gradient",
-            Box::new(value_gradient::ValueGradient::new(
-                settings(),
-                props,
-                target,
-                t(),
-                t(),
-                t(),
-                t(),
-                t(),
-                t(),
-                params(),
-                shape,
-                elem,
-            )),
-        ),
+        ("forward", Box::new(forward)),
+        ("query_gradient", Box::new(query)),
+        ("key_gradient", key_value(true)),
+        ("value_gradient", key_value(false)),
     ]
 }
 
