@@ -124,18 +124,20 @@ pub(crate) fn write_safetensors(model: &MaskedLm, names: &TensorNames, path: &Pa
 fn hf_tensors(model: &MaskedLm, names: &TensorNames) -> Result<Vec<(String, TensorData)>> {
     let mut tensors = Vec::new();
     for (path, data) in parameter_values(model, names) {
-        let name = match names.get(&path) {
-            Some(origin) => origin.name.clone(),
+        let data = data.convert::<f32>();
+        match names.get(&path) {
+            Some(origin) => tensors.extend(origin.split(data)),
             // An untied copy made by `rescale_mlm_head(k, Untie)`.
-            None if path == "head.decoder" => model.head.untied_decoder_name.clone(),
+            None if path == "head.decoder" => {
+                tensors.push((model.head.untied_decoder_name.clone(), data))
+            }
             None => {
                 return Err(BackboneError::Checkpoint(format!(
                     "parameter `{path}` has no Hugging Face name; it was not read from the \
                      checkpoint"
                 )));
             }
-        };
-        tensors.push((name, data.convert::<f32>()));
+        }
     }
     Ok(tensors)
 }

@@ -1,5 +1,5 @@
 //! Building blocks shared by several architectures: activations, the heads' views of the
-//! projections, rotate-half RoPE, fused-qkv rotary attention and the gated MLP of GTE and
+//! projections, rotate-half RoPE, the split of a fused q | k | v projection, rotary attention and the gated MLP of GTE and
 //! ModernBERT, and the post-LN transformer block of BERT, DistilBERT and ALBERT. Attention itself
 //! and dropout are `lsr_compute`'s.
 
@@ -74,6 +74,14 @@ pub fn split_heads(x: Tensor<2>, batch: usize, heads: usize) -> Tensor<4> {
 pub fn merge_heads(x: Tensor<4>) -> Tensor<2> {
     let [batch, heads, len, dim] = x.dims();
     x.swap_dims(1, 2).reshape([batch * len, heads * dim])
+}
+
+/// The `[B·L, 3H]` rows of a q | k | v projection → q, k and v as `[B, heads, L, H / heads]`
+/// views of it.
+pub fn split_qkv(qkv: Tensor<2>, batch: usize, heads: usize) -> [Tensor<4>; 3] {
+    let hidden = qkv.dims()[1] / 3;
+    let part = |i: usize| qkv.clone().slice_dim(1, i * hidden..(i + 1) * hidden);
+    [0, 1, 2].map(|i| split_heads(part(i), batch, heads))
 }
 
 /// Rotary position embedding in the rotate-half (NeoX) convention HF uses for ModernBERT and
@@ -153,22 +161,8 @@ impl RotaryAttention<'_> {
         rope: &Rope,
         mask: &AttentionMask,
     ) -> Tensor<2> {
-        let qkv = linear(self.qkv, x, self.dtype);
-        let hidden = qkv.dims()[1] / 3;
-        let part = |i: usize| {
-            split_heads(
-                qkv.clone().slice_dim(1, i * hidden..(i + 1) * hidden),
-                batch,
-                self.heads,
-            )
-        };
-        let context = attention(
-            rope.apply(part(0)),
-            rope.apply(part(1)),
-            part(2),
-            mask,
-            self.dropout,
-        );
+        let [q, k, v] = split_qkv(linear(self.qkv, x, self.dtype), batch, self.heads);
+        let context = attention(rope.apply(q), rope.apply(k), v, mask, self.dropout);
         linear(self.out, merge_heads(context), self.dtype)
     }
 }
@@ -264,9 +258,9 @@ pub struct PostLnDropout {
 /// BERT's encoder layer: `a = LN(x + drop(O·Attn(x)))`, `x = LN(a + drop(W2·act(W1·a)))`.
 #[derive(Module, Debug)]
 pub struct PostLnBlock {
-    pub query: Linear,
-    pub key: Linear,
-    pub value: Linear,
+    /// `query | key | value` along the output dimension, one product for the three (HF keeps
+    /// them apart; so do the checkpoints lsr writes, through `TensorOrigin`).
+    pub qkv: Linear,
     pub attention_output: Linear,
     pub attention_norm: LayerNorm,
     pub intermediate: Linear,
@@ -289,9 +283,7 @@ impl PostLnBlock {
             ..
         } = shape;
         Ok(Self {
-            query: w.linear(names.query, h, h, true)?,
-            key: w.linear(names.key, h, h, true)?,
-            value: w.linear(names.value, h, h, true)?,
+            qkv: w.fused_linear(&[names.query, names.key, names.value], h, h, true)?,
             attention_output: w.linear(names.attention_output, h, h, true)?,
             attention_norm: w.layer_norm(names.attention_norm, h, eps, true)?,
             intermediate: w.linear(names.intermediate, h, i, true)?,
@@ -313,11 +305,8 @@ impl PostLnBlock {
         dtype: DType,
     ) -> Tensor<2> {
         let x = mark(x, Region::Attention);
-        let h = x.clone().cast(dtype);
-        let heads =
-            |layer: &Linear, h: Tensor<2>| split_heads(linear(layer, h, dtype), batch, self.heads);
-        let (q, k) = (heads(&self.query, h.clone()), heads(&self.key, h.clone()));
-        let v = heads(&self.value, h);
+        let qkv = linear(&self.qkv, x.clone().cast(dtype), dtype);
+        let [q, k, v] = split_qkv(qkv, batch, self.heads);
         let drop = self.dropout;
         let context = merge_heads(attention(q, k, v, mask, drop.attention_probs));
         let attended = linear(&self.attention_output, context, dtype);
@@ -331,4 +320,41 @@ impl PostLnBlock {
         let output = drop.output.forward(linear(&self.output, inner, dtype));
         self.output_norm.forward(residual(a, output))
     }
+}
+
+/// A parameter of a post-LN block that records written before q, k and v were one product
+/// (`lsr` before 2026-12-05) hold in three: its module path, the paths of its parts and the
+/// dimension of burn's layout along which they join (`[in, out]` weights: 1; biases: 0).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SplitQkv {
+    pub path: String,
+    pub parts: [String; 3],
+    pub dim: usize,
+}
+
+/// The fused parameters whose parts a record of module `paths` holds apart.
+pub fn split_qkv_in_record<'a>(paths: impl IntoIterator<Item = &'a str>) -> Vec<SplitQkv> {
+    let paths: std::collections::BTreeSet<&str> = paths.into_iter().collect();
+    let mut found = Vec::new();
+    for path in &paths {
+        let Some((block, field)) = path
+            .strip_suffix(".weight")
+            .map(|b| (b, "weight"))
+            .or_else(|| path.strip_suffix(".bias").map(|b| (b, "bias")))
+        else {
+            continue;
+        };
+        let Some(block) = block.strip_suffix(".query") else {
+            continue;
+        };
+        let parts = ["query", "key", "value"].map(|p| format!("{block}.{p}.{field}"));
+        if parts.iter().all(|p| paths.contains(p.as_str())) {
+            found.push(SplitQkv {
+                path: format!("{block}.qkv.{field}"),
+                parts,
+                dim: usize::from(field == "weight"),
+            });
+        }
+    }
+    found
 }

@@ -33,13 +33,32 @@ pub struct Weights {
     origins: Arc<Mutex<HashMap<ParamId, TensorOrigin>>>,
 }
 
-/// The Hugging Face tensor a parameter was read from, so that a trained model can be written
+/// The Hugging Face tensors a parameter was read from, so that a trained model can be written
 /// back under the family's own names.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TensorOrigin {
-    pub name: String,
+    /// One name, or several when the parameter is their concatenation along PyTorch's first
+    /// dimension, in equal parts (BERT's query, key and value as one projection).
+    pub names: Vec<String>,
     /// Stored transposed in burn (a `Linear` weight is `[in, out]`, PyTorch's `[out, in]`).
     pub transposed: bool,
+}
+
+impl TensorOrigin {
+    /// The HF tensors of `data`, the parameter's value in PyTorch layout: itself under its name,
+    /// or its equal parts along the first dimension under theirs.
+    pub fn split(&self, data: TensorData) -> Vec<(String, TensorData)> {
+        if let [name] = self.names.as_slice() {
+            return vec![(name.clone(), data)];
+        }
+        let mut shape = data.shape().to_vec();
+        shape[0] /= self.names.len();
+        let values = data.convert::<f32>().try_into_vec::<f32>().expect("f32 after convert");
+        let part = values.len() / self.names.len();
+        (self.names.iter().zip(values.chunks(part)))
+            .map(|(name, values)| (name.clone(), TensorData::new(values.to_vec(), shape.clone())))
+            .collect()
+    }
 }
 
 enum Store {
@@ -208,9 +227,20 @@ impl Weights {
         value: Tensor<D>,
         transposed: bool,
     ) -> Param<Tensor<D>> {
+        self.param_of(&[name], value, transposed)
+    }
+
+    /// A parameter holding `value`, the concatenation of the tensors `names` (see
+    /// [`TensorOrigin`]).
+    fn param_of<const D: usize>(
+        &self,
+        names: &[&str],
+        value: Tensor<D>,
+        transposed: bool,
+    ) -> Param<Tensor<D>> {
         let param = Param::from_tensor(value);
         let origin = TensorOrigin {
-            name: self.full_name(name),
+            names: names.iter().map(|name| self.full_name(name)).collect(),
             transposed,
         };
         self.origins
@@ -247,6 +277,38 @@ impl Weights {
         Ok(linear)
     }
 
+    /// The PyTorch `nn.Linear`s `prefixes`, each `d_in → d_out`, as one burn `Linear` with
+    /// their outputs side by side (`[d_in, n · d_out]`): one product where a layer had several
+    /// of the same input. Their names are kept for writing them back apart (`TensorOrigin`).
+    pub fn fused_linear(
+        &self,
+        prefixes: &[&str],
+        d_in: usize,
+        d_out: usize,
+        bias: bool,
+    ) -> Result<Linear> {
+        let names = |field: &str| -> Vec<String> {
+            prefixes.iter().map(|p| format!("{p}.{field}")).collect()
+        };
+        let (weight_names, bias_names) = (names("weight"), names("bias"));
+        let mut linear = LinearConfig::new(d_in, d_out * prefixes.len())
+            .with_bias(false)
+            .init(&self.device);
+        let weights = (weight_names.iter())
+            .map(|name| self.tensor(name, [d_out, d_in]))
+            .collect::<Result<Vec<_>>>()?;
+        let weight = Tensor::cat(weights, 0).transpose();
+        linear.weight = self.param_of(&as_strs(&weight_names), weight, true);
+        if bias {
+            let biases = (bias_names.iter())
+                .map(|name| self.tensor_init(name, [d_out], Init::Zeros))
+                .collect::<Result<Vec<_>>>()?;
+            let value = Tensor::cat(biases, 0);
+            linear.bias = Some(self.param_of(&as_strs(&bias_names), value, false));
+        }
+        Ok(linear)
+    }
+
     /// A LayerNorm stored as `weight`/`bias` or under the TF-era names `gamma`/`beta` (as the
     /// real `bert-base-uncased` file has them).
     pub fn layer_norm(&self, prefix: &str, dim: usize, eps: f64, bias: bool) -> Result<LayerNorm> {
@@ -277,6 +339,10 @@ impl Weights {
         embedding.weight = self.param(name, self.tensor(name, [rows, dim])?, false);
         Ok(embedding)
     }
+}
+
+fn as_strs(names: &[String]) -> Vec<&str> {
+    names.iter().map(String::as_str).collect()
 }
 
 fn random_values(seed: u64, std: f32, name: &str, shape: &[usize], init: Init) -> Vec<f32> {

@@ -16,6 +16,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::TrainConfig;
 use crate::error::{Result, TrainError};
+use crate::legacy::{self, Joined};
+use crate::optimizer::FlatAdamW;
 use crate::trainer::Trainer;
 
 /// Where the run stands after a step; with the records, enough to continue exactly.
@@ -67,10 +69,7 @@ pub fn save(
             .clone()
             .save_file(staging.join(MODEL))
             .map_err(|e| record_error(staging.join(MODEL), e))?;
-        trainer
-            .optimizer
-            .save(staging.join(OPTIMIZER))
-            .map_err(|e| record_error(staging.join(OPTIMIZER), e))?;
+        trainer.optimizer.save(&staging.join(OPTIMIZER))?;
         let state_json = serde_json::to_string_pretty(state).expect("state serialises");
         let write =
             |name: &str, text: &str| lsr_files::write_bytes(&staging.join(name), text.as_bytes());
@@ -227,13 +226,17 @@ pub fn find(path: &Path) -> Result<PathBuf> {
 #[cfg(feature = "testing")]
 pub fn restore_model(path: &Path, model: MaskedLm) -> Result<MaskedLm> {
     intact(path)?;
-    load_model(path, model)
+    Ok(load_model(path, model)?.0)
 }
 
-fn load_model(path: &Path, model: MaskedLm) -> Result<MaskedLm> {
-    model
-        .try_load_file(path.join(MODEL))
-        .map_err(|e| TrainError::checkpoint(path.join(MODEL), e.to_string()))
+/// `model` with the weights of checkpoint `path`; with the parameters its record held in parts
+/// (`legacy`), whose optimiser state is joined the same way.
+fn load_model(path: &Path, model: MaskedLm) -> Result<(MaskedLm, Vec<Joined>)> {
+    let file = path.join(MODEL);
+    let (record, joined) = legacy::read_model(&file)?;
+    let model = (model.try_load_record(record))
+        .map_err(|e| TrainError::checkpoint(&file, e.to_string()))?;
+    Ok((model, joined))
 }
 
 /// Restores model and optimiser of `trainer` from checkpoint `path` (refused if damaged since it
@@ -243,15 +246,9 @@ fn load_model(path: &Path, model: MaskedLm) -> Result<MaskedLm> {
 pub fn restore(path: &Path, trainer: &mut Trainer) -> Result<RunState> {
     intact(path)?;
     let state = read_state(path)?;
-    trainer.model = load_model(path, trainer.model.clone())?;
-    let optimizer = std::mem::replace(
-        &mut trainer.optimizer,
-        crate::trainer::adamw(&trainer.recipe),
-    );
-    trainer.optimizer = optimizer
-        .load(path.join(OPTIMIZER))
-        .map_err(|e| TrainError::checkpoint(path.join(OPTIMIZER), e.to_string()))?;
-    trainer.step = state.step;
+    let (model, joined) = load_model(path, trainer.model.clone())?;
+    let restored = FlatAdamW::load(&path.join(OPTIMIZER), model, &trainer.recipe, &joined)?;
+    trainer.restore(restored, state.step);
     Ok(state)
 }
 
@@ -267,7 +264,7 @@ pub fn export(path: &Path, out: &Path, device: &burn::prelude::Device) -> Result
     let (backbone, model) = config
         .model
         .load_rescaled(device, max_length, recipe.dropout)?;
-    let model = load_model(path, model)?;
+    let (model, _) = load_model(path, model)?;
     let state = read_state(path)?;
     export_model(&model, &backbone, &config, state.step, out)
 }

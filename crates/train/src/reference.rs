@@ -78,11 +78,9 @@ pub fn step_deviation(
         precision,
         ..recipe
     };
-    let initial: std::collections::HashMap<String, Vec<f32>> =
-        parameter_values(&model, &backbone.tensor_names)
-            .into_iter()
-            .map(|(path, data)| (path, f32_values(data)))
-            .collect();
+    let initial: std::collections::HashMap<String, Vec<f32>> = hf_parameters(&model, &backbone.tensor_names)
+        .map(|(name, data)| (name, f32_values(data)))
+        .collect();
     let mut trainer = Trainer::new(model, recipe);
     let teacher = match expected.names().contains(&"teacher") {
         true => Some(tensor("teacher")?.1.iter().map(|&v| v as f32).collect()),
@@ -94,7 +92,7 @@ pub fn step_deviation(
         documents: token_batch(&tensor, "document")?,
         teacher,
     };
-    let metrics = trainer.step(&[batch]);
+    let metrics = trainer.step(&[batch], true);
 
     let (_, theirs) = tensor("scalars")?;
     let ours = [
@@ -116,20 +114,27 @@ pub fn step_deviation(
         max_param_abs: 0.0,
         worst_param: String::new(),
         params_compared: 0,
-        params_named: backbone.tensor_names.len(),
+        params_named: initial.len(),
         update_rel_l2: f64::NAN,
     };
-    let trained = parameter_values(&trainer.model, &backbone.tensor_names);
-    let trained = (trained.into_iter()).map(|(path, data)| {
-        let name = &backbone
-            .tensor_names
-            .get(&path)
-            .expect("every parameter is named")
-            .name;
-        (name.clone(), data, &initial[&path])
-    });
+    let trained =
+        hf_parameters(&trainer.model, &backbone.tensor_names).map(|(name, data)| {
+            let before = &initial[&name];
+            (name, data, before)
+        });
     compare_parameters(&mut deviation, trained, &tensor)?;
     Ok(deviation)
+}
+
+/// `model`'s parameters under their Hugging Face names, as PyTorch holds them (a fused
+/// projection in its parts).
+fn hf_parameters(
+    model: &lsr_backbone::MaskedLm,
+    names: &lsr_backbone::TensorNames,
+) -> impl Iterator<Item = (String, burn::tensor::TensorData)> {
+    (parameter_values(model, names).into_iter()).flat_map(|(path, data)| {
+        names.get(&path).expect("every parameter is named").split(data)
+    })
 }
 
 /// Each trained parameter `(HF name, values, values before the step)` against PyTorch's: the

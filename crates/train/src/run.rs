@@ -255,7 +255,8 @@ impl<'a> Run<'a> {
         let recipe = &self.config.recipe;
         let started = std::time::Instant::now();
         let micro_batches = self.next_batches()?;
-        let mut metrics = self.trainer.step(&micro_batches);
+        let logged = self.logs(self.trainer.step + 1);
+        let mut metrics = self.trainer.step(&micro_batches, logged);
         self.throughput.steps += 1;
         self.throughput.time += started.elapsed();
         self.throughput.tokens += (micro_batches.iter())
@@ -307,6 +308,18 @@ impl<'a> Run<'a> {
             self.checkpoint()?;
         }
         Ok(None)
+    }
+
+    /// Whether `step` is logged whatever happens in it: every `log_every`, the last, and one
+    /// validated (a collapse is logged too, but cannot be foreseen).
+    fn logs(&self, step: usize) -> bool {
+        let recipe = &self.config.recipe;
+        let validated = (self.config.validation.as_ref())
+            .is_some_and(|v| self.validator.is_some() && step.is_multiple_of(v.every));
+        step.is_multiple_of(recipe.log_every)
+            || step == recipe.steps
+            || step == self.stop_at
+            || validated
     }
 
     /// Writes a checkpoint of the run as it is now and records its step.

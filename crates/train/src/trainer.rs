@@ -1,7 +1,7 @@
 //! One optimiser step of SPLADE training, and the quantities logged about it.
 
 use burn::module::{Module, ModuleVisitor, Param};
-use burn::optim::{AdamWConfig, GradientsAccumulator, GradientsParams, ModuleOptimizer};
+use burn::optim::{GradientsAccumulator, GradientsParams};
 use burn::prelude::*;
 use lsr_backbone::MaskedLm;
 use lsr_compute::launches::{self, Label, Region};
@@ -11,11 +11,15 @@ use serde::{Deserialize, Serialize};
 use crate::config::{Batching, Recipe};
 use crate::data::TrainBatch;
 use crate::loss::splade_loss;
+use crate::optimizer::FlatAdamW;
 use crate::schedule::{learning_rate, regularizer_weight};
 use crate::validation::ValidationScores;
 
 /// What one step did, as logged (`train.csv`). Losses and statistics are means over the
-/// step's micro-batches.
+/// step's micro-batches. A step that is not logged computes only what every step needs (the
+/// losses, which the loss has already reduced, and the L0s the collapse and density watches
+/// read); its `flops`, scores and `max_activation` are NaN, as in a collapse row logged off the
+/// recipe's `log_every`.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct StepMetrics {
     pub step: usize,
@@ -49,8 +53,10 @@ pub struct StepMetrics {
 
 /// The model being trained, its optimiser and the step count.
 pub struct Trainer {
+    /// Its trainable parameters are views of the optimiser's flat master: replace it only with
+    /// [`Trainer::restore`].
     pub model: MaskedLm,
-    pub optimizer: ModuleOptimizer,
+    pub optimizer: FlatAdamW,
     pub recipe: Recipe,
     /// Steps taken so far.
     pub step: usize,
@@ -60,35 +66,49 @@ impl Trainer {
     /// `model` must live on an autodiff device and already carry the rescaled head; it computes
     /// in the recipe's precision from here on.
     pub fn new(model: MaskedLm, recipe: Recipe) -> Self {
+        let (optimizer, model) = FlatAdamW::adopt(model.with_precision(recipe.precision), &recipe);
         Self {
-            model: model.with_precision(recipe.precision),
-            optimizer: adamw(&recipe),
+            model,
+            optimizer,
             recipe,
             step: 0,
         }
     }
 
-    /// One optimiser step over `micro_batches` (the recipe's `accumulation` of them).
-    pub fn step(&mut self, micro_batches: &[TrainBatch]) -> StepMetrics {
+    /// Continues from `step` with `model` and `optimizer` as a checkpoint restored them.
+    pub fn restore(&mut self, (optimizer, model): (FlatAdamW, MaskedLm), step: usize) {
+        self.model = model.with_precision(self.recipe.precision);
+        self.optimizer = optimizer;
+        self.step = step;
+    }
+
+    /// One optimiser step over `micro_batches` (the recipe's `accumulation` of them); `logged`:
+    /// whether its metrics are all computed (see [`StepMetrics`]).
+    pub fn step(&mut self, micro_batches: &[TrainBatch], logged: bool) -> StepMetrics {
         let started = std::time::Instant::now();
         let t = self.step + 1;
         let r = &self.recipe;
         let lr = learning_rate(r.lr, t, r.warmup_steps, r.steps, r.lr_warmup);
         let lambda_q = regularizer_weight(r.lambda_q, t, r.lambda_warmup_steps);
         let lambda_d = regularizer_weight(r.lambda_d, t, r.lambda_warmup_steps);
-        let (mut gradients, sums) = self.gradients(micro_batches, (lambda_q, lambda_d));
+        let (gradients, sums) = self.gradients(micro_batches, (lambda_q, lambda_d), logged);
         let r = &self.recipe;
         let device = self.model.device();
         launches::enter(&device, Label::forward(Region::GradientNorm));
-        let grad_norm = global_norm(&self.model, &gradients);
+        let mut gradient = self.optimizer.flat_gradient(&self.model, &gradients);
+        drop(gradients);
+        let grad_norm = (gradient.clone().square().sum())
+            .into_scalar::<f32>()
+            .to_f64()
+            .sqrt();
         if let Some(max_norm) = r.max_grad_norm
             && grad_norm > max_norm
         {
             // torch.nn.utils.clip_grad_norm_'s factor.
-            scale_gradients(&self.model, &mut gradients, max_norm / (grad_norm + 1e-6));
+            gradient = gradient.mul_scalar(max_norm / (grad_norm + 1e-6));
         }
         launches::enter(&device, Label::forward(Region::Optimizer));
-        self.model = self.optimizer.step(lr, self.model.clone(), gradients);
+        self.model = self.optimizer.step(lr, self.model.clone(), gradient);
         self.step = t;
         let [
             loss,
@@ -126,15 +146,16 @@ impl Trainer {
 
     /// The gradient of the step's loss over `micro_batches`, with the values it logs (means
     /// over the batch), as the recipe's `batching` combines the micro-batches; `lambdas` are
-    /// the step's (λ_q, λ_d).
+    /// the step's (λ_q, λ_d); `logged` as in [`step`](Self::step).
     pub fn gradients(
         &self,
         micro_batches: &[TrainBatch],
         lambdas: (f64, f64),
+        logged: bool,
     ) -> (GradientsParams, [f64; MONITORED]) {
         match self.recipe.batching {
-            Batching::Accumulation => self.accumulated(micro_batches, lambdas),
-            Batching::Cached => self.cached(micro_batches, lambdas),
+            Batching::Accumulation => self.accumulated(micro_batches, lambdas, logged),
+            Batching::Cached => self.cached(micro_batches, lambdas, logged),
         }
     }
 
@@ -143,6 +164,7 @@ impl Trainer {
         &self,
         micro_batches: &[TrainBatch],
         lambdas: (f64, f64),
+        logged: bool,
     ) -> (GradientsParams, [f64; MONITORED]) {
         let count = micro_batches.len() as f64;
         let mut accumulator = GradientsAccumulator::<MaskedLm>::new();
@@ -159,7 +181,7 @@ impl Trainer {
                 &self.recipe,
                 lambdas,
             );
-            let monitored = monitor(&terms, &queries, &documents);
+            let monitored = monitor(&terms, &queries, &documents, logged);
             backward_starts(&device);
             let gradients = terms.total.div_scalar(count).backward();
             accumulator.accumulate(
@@ -182,6 +204,7 @@ impl Trainer {
         &self,
         micro_batches: &[TrainBatch],
         lambdas: (f64, f64),
+        logged: bool,
     ) -> (GradientsParams, [f64; MONITORED]) {
         let untracked = self.model.clone().no_grad();
         let representations: Vec<(Tensor<2>, Tensor<2>)> = (micro_batches.iter())
@@ -201,7 +224,7 @@ impl Trainer {
             &self.recipe,
             lambdas,
         );
-        let monitored = monitor(&terms, &queries, &documents);
+        let monitored = monitor(&terms, &queries, &documents, logged);
         backward_starts(&device);
         let gradients = terms.total.backward();
         let query_gradient = queries.grad(&gradients).expect("queries require grad");
@@ -300,20 +323,6 @@ fn dropout_seed(seed: u64, index: u64) -> u64 {
     crate::data::splitmix64(&mut state)
 }
 
-/// AdamW with every hyperparameter from the recipe (burn's own defaults differ from PyTorch's:
-/// eps 1e-5, weight decay 1e-4). Decay applies to every parameter, as in naver/splade.
-pub fn adamw(recipe: &Recipe) -> ModuleOptimizer {
-    AdamWConfig::new()
-        .with_beta_1(recipe.beta1 as f32)
-        .with_beta_2(recipe.beta2 as f32)
-        .with_epsilon(recipe.eps as f32)
-        .with_weight_decay(recipe.weight_decay as f32)
-        .with_cautious_weight_decay(false)
-        .with_amsgrad(false)
-        .with_grad_clipping(None)
-        .init()
-}
-
 /// Where a count of kernel launches (`lsr_compute::launches`) sees the backward pass start,
 /// after the activations it keeps are all in place.
 fn backward_starts(device: &Device) {
@@ -324,88 +333,48 @@ fn backward_starts(device: &Device) {
 /// How many values a step logs from its loss ([`monitor`]).
 pub const MONITORED: usize = 10;
 
-/// The logged values of one micro-batch, read from the device in one transfer.
+/// The logged values of one micro-batch, read from the device in one transfer; with `logged`
+/// false only the losses and L0s, the rest NaN (two reductions in place of about a dozen).
 fn monitor(
     terms: &crate::LossTerms,
     queries: &Tensor<2>,
     documents: &Tensor<2>,
+    logged: bool,
 ) -> [f64; MONITORED] {
     launches::enter(&queries.device(), Label::forward(Region::Metrics));
-    let non_zero = |t: &Tensor<2>| {
-        t.clone()
-            .detach()
-            .greater_elem(0.0)
-            .float()
-            .sum_dim(1)
-            .mean()
-    };
-    let share = |t: &Tensor<2>| t.clone().detach().greater_elem(0.0).float().mean_dim(0);
-    let flops = (share(queries) * share(documents)).sum();
-    let max = queries
-        .clone()
-        .detach()
-        .max()
-        .max_pair(documents.clone().detach().max());
-    let negatives = terms.negative_scores.clone().detach();
-    let negative_mean = if negatives.dims()[1] == 0 {
-        Tensor::zeros([1], &negatives.device())
-    } else {
-        negatives.mean()
-    };
-    let values = Tensor::cat(
-        vec![
-            terms.total.clone().detach(),
-            terms.ranking.clone().detach(),
-            terms.query_regularizer.clone().detach(),
-            terms.document_flops.clone().detach(),
-            non_zero(queries),
-            non_zero(documents),
-            flops,
+    let present = |t: &Tensor<2>| t.clone().detach().greater_elem(0.0).float();
+    // The mean over rows of each row's count: exact in f32 up to 2^24 terms in the batch.
+    let non_zero = |t: &Tensor<2>| present(t).sum().div_scalar(t.dims()[0] as f64);
+    let mut values = vec![
+        terms.total.clone().detach(),
+        terms.ranking.clone().detach(),
+        terms.query_regularizer.clone().detach(),
+        terms.document_flops.clone().detach(),
+        non_zero(queries),
+        non_zero(documents),
+    ];
+    if logged {
+        let share = |t: &Tensor<2>| present(t).mean_dim(0);
+        let negatives = terms.negative_scores.clone().detach();
+        let negative_mean = if negatives.dims()[1] == 0 {
+            Tensor::zeros([1], &negatives.device())
+        } else {
+            negatives.mean()
+        };
+        let max = (queries.clone().detach().max()).max_pair(documents.clone().detach().max());
+        values.extend([
+            (share(queries) * share(documents)).sum(),
             terms.positive_scores.clone().detach().mean(),
             negative_mean,
             max,
-        ],
-        0,
-    );
-    let values: Vec<f32> = values
+        ]);
+    }
+    let values: Vec<f32> = Tensor::cat(values, 0)
         .into_data()
         .convert::<f32>()
         .try_into_vec()
         .expect("f32 after conversion");
-    std::array::from_fn(|i| values[i] as f64)
-}
-
-/// `sqrt(Σ_p ‖g_p‖²)` over every parameter with a gradient (what `clip_grad_norm_` measures;
-/// burn's own norm clipping is per tensor). The gradients are flattened and concatenated a
-/// group at a time, and each group squared and summed: on a GPU, fusion writes a group's
-/// concatenation in one kernel and reduces it in one more, where a reduction per parameter
-/// launched two or three kernels each (about 500 for BERT). A group is bounded so that its
-/// copy stays small and its kernel within a device's buffer bindings.
-pub fn global_norm(model: &MaskedLm, gradients: &GradientsParams) -> f64 {
-    struct Flattened<'a> {
-        gradients: &'a GradientsParams,
-        flat: Vec<Tensor<1>>,
-    }
-    impl ModuleVisitor for Flattened<'_> {
-        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
-            if let Some(gradient) = self.gradients.get::<D>(param.id) {
-                let len = gradient.shape().num_elements();
-                self.flat.push(gradient.reshape([len]));
-            }
-        }
-    }
-    /// Gradients per concatenation: with its output, within the 31 storage buffers a kernel
-    /// may bind on Mesa's software Vulkan, the fewest of the devices lsr runs on.
-    const GROUP: usize = 24;
-    let mut visitor = Flattened {
-        gradients,
-        flat: Vec::new(),
-    };
-    model.visit(&mut visitor);
-    (visitor.flat.chunks(GROUP))
-        .map(|group| Tensor::cat(group.to_vec(), 0).square().sum())
-        .reduce(|total, squares| total + squares)
-        .map_or(0.0, |total| total.into_scalar::<f32>().to_f64().sqrt())
+    std::array::from_fn(|i| values.get(i).map_or(f64::NAN, |&v| f64::from(v)))
 }
 
 /// Whether every weight of `model` is finite: a collapsed run's model is exported only then.
@@ -419,20 +388,4 @@ pub fn weights_finite(model: &MaskedLm) -> bool {
     let mut visitor = Finite(true);
     model.visit(&mut visitor);
     visitor.0
-}
-
-fn scale_gradients(model: &MaskedLm, gradients: &mut GradientsParams, factor: f64) {
-    struct Scale<'a> {
-        gradients: &'a mut GradientsParams,
-        factor: f64,
-    }
-    impl ModuleVisitor for Scale<'_> {
-        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
-            if let Some(gradient) = self.gradients.remove::<D>(param.id) {
-                self.gradients
-                    .register(param.id, gradient.mul_scalar(self.factor));
-            }
-        }
-    }
-    model.visit(&mut Scale { gradients, factor });
 }

@@ -47,7 +47,7 @@ fn a_cached_step_has_the_whole_batch_gradient_with_dropout_on() {
     let lambdas = (0.3, 0.2);
     let cached = trainer(Batching::Cached);
     let reference = whole_batch_gradients(&cached, &batches, lambdas);
-    let (gradients, _) = cached.gradients(&batches, lambdas);
+    let (gradients, _) = cached.gradients(&batches, lambdas, true);
     let (off, largest) = gradient_deviation(&cached.model, &gradients, &reference);
     assert!(largest > 0.0);
     assert!(
@@ -56,7 +56,7 @@ fn a_cached_step_has_the_whole_batch_gradient_with_dropout_on() {
     );
 
     let accumulated = trainer(Batching::Accumulation);
-    let (gradients, _) = accumulated.gradients(&batches, lambdas);
+    let (gradients, _) = accumulated.gradients(&batches, lambdas, true);
     let (off, largest) = gradient_deviation(&accumulated.model, &gradients, &reference);
     assert!(
         off > 1e-2 * largest,

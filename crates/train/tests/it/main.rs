@@ -3,6 +3,7 @@
 
 mod cached;
 mod distillation;
+mod optimizer;
 mod parity;
 mod tensorboard;
 mod train;

@@ -1,0 +1,434 @@
+//! AdamW over one flat buffer: the model's parameters are slices of a single f32 tensor (the
+//! master), a step gathers the gradients into one more, and burn's AdamW updates the whole of it
+//! in one pass, where a per-parameter optimiser launched a few kernels for each of ~200 tensors.
+//! The checkpoint record stays burn's per-parameter one (`ModuleOptimizer`'s burnpack: tensors
+//! `{id}.momentum.moment_1|2`, scalars `{id}.__rank`, `{id}.momentum.time`, metadata `{id}` →
+//! module path), so checkpoints written before the flat buffer resume, and the other way round.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use burn::module::{Module, ModuleMapper, ModuleVisitor, Param, ParamId};
+use burn::optim::{AdamW, AdamWConfig, AdamWState, AdaptiveMomentumState, GradientsParams, Optimizer};
+use burn::prelude::*;
+use burn::tensor::{DType, TensorData};
+use burn_pack::{Reader, Scalar, Writer};
+use lsr_backbone::MaskedLm;
+
+use crate::config::Recipe;
+use crate::error::{Result, TrainError};
+use crate::legacy::{self, Joined};
+
+/// Elements each parameter's slice starts on, and the master's length a multiple of: 1 KiB of
+/// f32, within every device's buffer-offset alignment, so a slice is a view of the master (burn's
+/// cube backends copy a slice whose start or end is not aligned).
+const ALIGN: usize = 256;
+
+/// Gradients per concatenation: with its output, within the 31 storage buffers a kernel may bind
+/// on Mesa's software Vulkan, the fewest of the devices lsr runs on (a parameter and its padding
+/// are two inputs).
+const GROUP: usize = 24;
+
+/// AdamW with every hyperparameter from the recipe (burn's own defaults differ from PyTorch's:
+/// eps 1e-5, weight decay 1e-4). Decay applies to every parameter, as in naver/splade.
+fn adamw(recipe: &Recipe) -> AdamW {
+    AdamWConfig::new()
+        .with_beta_1(recipe.beta1 as f32)
+        .with_beta_2(recipe.beta2 as f32)
+        .with_epsilon(recipe.eps as f32)
+        .with_weight_decay(recipe.weight_decay as f32)
+        .with_cautious_weight_decay(false)
+        .with_amsgrad(false)
+        .with_grad_clipping(None)
+        .build()
+}
+
+/// One parameter's place in the flat buffer.
+#[derive(Clone, Debug)]
+struct Slot {
+    id: ParamId,
+    /// The module path, as burn's `ModuleOptimizer` records it (`encoder.Bert.layers.0.key.weight`).
+    path: String,
+    shape: Vec<usize>,
+    offset: usize,
+    len: usize,
+}
+
+impl Slot {
+    fn padding(&self) -> usize {
+        self.len.next_multiple_of(ALIGN) - self.len
+    }
+}
+
+/// The trainable parameters of a model in module order, each at an aligned offset.
+#[derive(Clone, Debug)]
+struct Layout {
+    slots: Vec<Slot>,
+    total: usize,
+}
+
+impl Layout {
+    fn of(model: &MaskedLm) -> Self {
+        struct Walk {
+            path: Vec<String>,
+            slots: Vec<Slot>,
+            total: usize,
+        }
+        impl ModuleVisitor for Walk {
+            fn enter_module(&mut self, name: &str, _: &str) {
+                self.path.push(name.to_string());
+            }
+            fn exit_module(&mut self, _: &str, _: &str) {
+                self.path.pop();
+            }
+            fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+                if !param.is_require_grad() {
+                    return;
+                }
+                let shape = param.shape().to_vec();
+                let len = shape.iter().product();
+                self.slots.push(Slot {
+                    id: param.id,
+                    path: self.path.join("."),
+                    shape,
+                    offset: self.total,
+                    len,
+                });
+                self.total += len.next_multiple_of(ALIGN);
+            }
+        }
+        let mut walk = Walk {
+            path: Vec::new(),
+            slots: Vec::new(),
+            total: 0,
+        };
+        model.visit(&mut walk);
+        Self {
+            slots: walk.slots,
+            total: walk.total,
+        }
+    }
+
+    /// One flat tensor of `parts` (one per slot, in slot order, flattened), zero between them.
+    fn gather(&self, parts: Vec<Tensor<1>>, device: &Device) -> Tensor<1> {
+        let mut pieces = Vec::with_capacity(2 * parts.len());
+        for (slot, part) in self.slots.iter().zip(parts) {
+            pieces.push(part);
+            if slot.padding() > 0 {
+                pieces.push(Tensor::zeros([slot.padding()], device));
+            }
+        }
+        let groups: Vec<Tensor<1>> = pieces
+            .chunks(GROUP)
+            .map(|group| Tensor::cat(group.to_vec(), 0))
+            .collect();
+        Tensor::cat(groups, 0)
+    }
+
+    /// Each slot's gradient in `gradients`, flattened, in slot order.
+    fn gradients(&self, model: &MaskedLm, gradients: &GradientsParams) -> Vec<Tensor<1>> {
+        struct Take<'a> {
+            gradients: &'a GradientsParams,
+            found: BTreeMap<ParamId, Tensor<1>>,
+        }
+        impl ModuleVisitor for Take<'_> {
+            fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+                if let Some(gradient) = self.gradients.get::<D>(param.id) {
+                    let len = gradient.shape().num_elements();
+                    self.found.insert(param.id, gradient.reshape([len]));
+                }
+            }
+        }
+        let mut take = Take {
+            gradients,
+            found: BTreeMap::new(),
+        };
+        model.visit(&mut take);
+        (self.slots.iter())
+            .map(|slot| {
+                take.found.remove(&slot.id).unwrap_or_else(|| {
+                    panic!(
+                        "parameter {} has no gradient: every trainable parameter must take part \
+                         in the loss for the flat AdamW",
+                        slot.path
+                    )
+                })
+            })
+            .collect()
+    }
+
+    /// The model's trainable parameters, flattened, in slot order, without autodiff.
+    fn parameters(&self, model: &MaskedLm) -> Vec<Tensor<1>> {
+        struct Values(BTreeMap<ParamId, Tensor<1>>);
+        impl ModuleVisitor for Values {
+            fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+                let value = param.val().inner();
+                let len = value.shape().num_elements();
+                self.0.insert(param.id, value.reshape([len]));
+            }
+        }
+        let mut values = Values(BTreeMap::new());
+        model.visit(&mut values);
+        let take = |slot: &Slot| values.0.remove(&slot.id).expect("a slot of this model");
+        self.slots.iter().map(take).collect()
+    }
+}
+
+/// Makes each trainable parameter of a model the view of its slice of `master`, keeping its
+/// autodiff settings.
+struct Views<'a> {
+    master: &'a Tensor<1>,
+    slots: BTreeMap<ParamId, &'a Slot>,
+}
+
+impl ModuleMapper for Views<'_> {
+    fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
+        let Some(slot) = self.slots.get(&param.id) else {
+            return param;
+        };
+        let (id, tensor, mapper) = param.consume();
+        let shape: [usize; D] = slot.shape.clone().try_into().expect("the slot's rank");
+        let view = (self.master.clone())
+            .slice([slot.offset..slot.offset + slot.len])
+            .reshape(shape);
+        let mut value = Tensor::from_inner(view);
+        if let Some(strategy) = tensor.gradient_checkpointing_strategy() {
+            value = value.with_gradient_checkpointing_strategy(strategy);
+        }
+        if tensor.is_require_grad() {
+            value = value.require_grad();
+        }
+        Param::from_mapped_value(id, value, mapper)
+    }
+}
+
+/// AdamW whose parameters, gradients and moments are each one flat tensor.
+pub struct FlatAdamW {
+    adamw: AdamW,
+    layout: Layout,
+    /// The parameters, whose slices the model's parameters are.
+    master: Tensor<1>,
+    /// The moments; none before the first step.
+    state: Option<AdamWState<1>>,
+}
+
+impl FlatAdamW {
+    /// Takes over `model`'s trainable parameters: returns the optimiser and the model with each
+    /// of them a view of the master.
+    pub fn adopt(model: MaskedLm, recipe: &Recipe) -> (Self, MaskedLm) {
+        let layout = Layout::of(&model);
+        let device = model.device();
+        let master = layout.gather(layout.parameters(&model), &device.inner());
+        let optimizer = Self {
+            adamw: adamw(recipe),
+            layout,
+            master,
+            state: None,
+        };
+        let model = optimizer.views(model);
+        (optimizer, model)
+    }
+
+    fn views(&self, model: MaskedLm) -> MaskedLm {
+        model.map(&mut Views {
+            master: &self.master,
+            slots: self.layout.slots.iter().map(|s| (s.id, s)).collect(),
+        })
+    }
+
+    /// The gradients of `model`'s trainable parameters as one flat tensor laid out as the master.
+    pub fn flat_gradient(&self, model: &MaskedLm, gradients: &GradientsParams) -> Tensor<1> {
+        let parts = self.layout.gradients(model, gradients);
+        let device = parts.first().map(|p| p.device());
+        device.map_or_else(
+            || Tensor::zeros([0], &model.device().inner()),
+            |device| self.layout.gather(parts, &device),
+        )
+    }
+
+    /// One AdamW step with learning rate `lr` and the flat `gradient`; returns the model with its
+    /// parameters the views of the new master.
+    pub fn step(&mut self, lr: f64, model: MaskedLm, gradient: Tensor<1>) -> MaskedLm {
+        let master = self.master.clone();
+        let (master, state) = self.adamw.step(lr, master, gradient, self.state.take());
+        self.master = master;
+        self.state = state;
+        self.views(model)
+    }
+
+    /// Writes the moments as burn's `ModuleOptimizer` records them, one entry per parameter.
+    pub fn save(&self, path: &Path) -> Result<()> {
+        let error = |e: burn_pack::Error| TrainError::checkpoint(path, e.to_string());
+        let mut tensors = Vec::new();
+        let mut writer_scalars = Vec::new();
+        if let Some(state) = &self.state {
+            let moments = [&state.momentum.moment_1, &state.momentum.moment_2]
+                .map(|m| m.to_data().try_into_vec::<f32>().expect("f32 moments"));
+            for slot in &self.layout.slots {
+                let id = slot.id.val();
+                for (field, moment) in ["moment_1", "moment_2"].iter().zip(&moments) {
+                    let values = &moment[slot.offset..slot.offset + slot.len];
+                    let data = TensorData::new(values.to_vec(), slot.shape.clone());
+                    let (bytes, shape, dtype) = data.into_parts();
+                    let name = format!("{id}.momentum.{field}");
+                    tensors.push(burn_pack::Tensor::new(name, dtype, shape, Some(id), bytes));
+                }
+                writer_scalars.push((format!("{id}.__rank"), Scalar::from(slot.shape.len())));
+                writer_scalars.push((
+                    format!("{id}.momentum.time"),
+                    Scalar::from(state.momentum.time),
+                ));
+            }
+        }
+        let mut writer = Writer::new(tensors).auto_extension(false);
+        for (key, value) in &writer_scalars {
+            writer = writer.with_scalar(key, *value);
+        }
+        if self.state.is_some() {
+            for slot in &self.layout.slots {
+                writer = writer.with_metadata(&slot.id.val().to_string(), &slot.path);
+            }
+        }
+        writer.write_to_file(path).map_err(error)
+    }
+
+    /// Restores the moments written by [`save`](Self::save) (or by burn's `ModuleOptimizer`, as
+    /// checkpoints before the flat buffer were) for `model` as loaded from the same checkpoint,
+    /// whose parameters carry the ids the record names; returns the model with its parameters
+    /// views of the master.
+    /// `joined`: the parameters the model's record held in parts (`legacy`), whose moments are
+    /// joined the same way.
+    pub fn load(
+        path: &Path,
+        model: MaskedLm,
+        recipe: &Recipe,
+        joined: &[Joined],
+    ) -> Result<(Self, MaskedLm)> {
+        let (mut optimizer, model) = Self::adopt(model, recipe);
+        let mut record = Record::read(path)?;
+        record.join(joined, path)?;
+        optimizer.state = record.state(&optimizer.layout, &model.device().inner(), path)?;
+        Ok((optimizer, model))
+    }
+}
+
+/// A per-parameter AdamW record as read from its file.
+struct Record {
+    /// Per parameter id: its first and second moments.
+    moments: BTreeMap<u64, [Option<TensorData>; 2]>,
+    /// Per parameter id: its step count.
+    times: BTreeMap<u64, usize>,
+}
+
+impl Record {
+    fn read(path: &Path) -> Result<Self> {
+        let error = |e: String| TrainError::checkpoint(path, e);
+        let reader = Reader::from_file(path).map_err(|e| error(e.to_string()))?;
+        let mut times = BTreeMap::new();
+        for (key, value) in reader.scalars() {
+            if let Some(id) = key.strip_suffix(".momentum.time") {
+                let id = id.parse().map_err(|_| error(format!("scalar {key}: no id")))?;
+                let time = usize::try_from(*value)
+                    .map_err(|_| error(format!("scalar {key}: not a step count")))?;
+                times.insert(id, time);
+            }
+        }
+        let mut moments: BTreeMap<u64, [Option<TensorData>; 2]> = BTreeMap::new();
+        for tensor in reader.into_tensors().map_err(|e| error(e.to_string()))? {
+            let (name, dtype, shape, id, bytes) =
+                tensor.into_parts().map_err(|e| error(e.to_string()))?;
+            let index = match name.rsplit_once(".momentum.") {
+                Some((_, "moment_1")) => 0,
+                Some((_, "moment_2")) => 1,
+                _ => return Err(error(format!("tensor {name}: not an AdamW moment"))),
+            };
+            let id = id.ok_or_else(|| error(format!("tensor {name}: no parameter id")))?;
+            if dtype != DType::F32 {
+                return Err(error(format!("tensor {name}: {dtype:?}, expected F32")));
+            }
+            moments.entry(id).or_default()[index] = Some(TensorData::from_bytes(bytes, shape, dtype));
+        }
+        Ok(Self { moments, times })
+    }
+
+    /// Each of `joined`'s parts' moments and step counts as the fused parameter's.
+    fn join(&mut self, joined: &[Joined], path: &Path) -> Result<()> {
+        let error = |message: String| TrainError::checkpoint(path, message);
+        for fused in joined {
+            if !fused.parts.iter().all(|id| self.moments.contains_key(id)) {
+                continue;
+            }
+            let parts = fused.parts.map(|id| self.moments.remove(&id).expect("checked"));
+            let mut moments: [Option<TensorData>; 2] = [None, None];
+            for (index, moment) in moments.iter_mut().enumerate() {
+                let pieces: Option<Vec<TensorData>> =
+                    parts.iter().map(|part| part[index].clone()).collect();
+                if let Some(pieces) = pieces {
+                    let whole = legacy::concat(&pieces, fused.dim)
+                        .map_err(|e| error(format!("AdamW state of parameter {}: {e}", fused.id)))?;
+                    *moment = Some(whole);
+                }
+            }
+            self.moments.insert(fused.id, moments);
+            let times: Vec<Option<usize>> = fused.parts.iter().map(|id| self.times.remove(id)).collect();
+            if let Some(Some(time)) = times.first()
+                && times.iter().all(|t| *t == Some(*time))
+            {
+                self.times.insert(fused.id, *time);
+            }
+        }
+        Ok(())
+    }
+
+    /// The flat state for `layout`: every slot must have both moments, of its shape, and all
+    /// the same step count (a record of no step at all is no state).
+    fn state(
+        mut self,
+        layout: &Layout,
+        device: &Device,
+        path: &Path,
+    ) -> Result<Option<AdamWState<1>>> {
+        if self.moments.is_empty() && self.times.is_empty() {
+            return Ok(None);
+        }
+        let error = |message: String| TrainError::checkpoint(path, message);
+        let mut flat = [vec![0f32; layout.total], vec![0f32; layout.total]];
+        let mut time = None;
+        for slot in &layout.slots {
+            let id = slot.id.val();
+            let missing = || error(format!("no AdamW state for parameter {} (id {id})", slot.path));
+            let moments = self.moments.remove(&id).ok_or_else(missing)?;
+            for (target, moment) in flat.iter_mut().zip(moments) {
+                let moment = moment.ok_or_else(missing)?;
+                if moment.shape().as_slice() != slot.shape.as_slice() {
+                    return Err(error(format!(
+                        "AdamW state of {} has shape {:?}, the parameter {:?}",
+                        slot.path, moment.shape(), slot.shape
+                    )));
+                }
+                let values = moment.as_slice::<f32>().expect("checked F32");
+                target[slot.offset..slot.offset + slot.len].copy_from_slice(values);
+            }
+            let this = self.times.get(&id).copied().ok_or_else(missing)?;
+            if time.is_some_and(|t| t != this) {
+                return Err(error(format!(
+                    "parameter {} has taken {this} AdamW steps, others {}",
+                    slot.path,
+                    time.unwrap_or_default()
+                )));
+            }
+            time = Some(this);
+        }
+        if let Some(id) = self.moments.keys().next() {
+            return Err(error(format!("AdamW state for parameter id {id}, which the model does not have")));
+        }
+        let [moment_1, moment_2] =
+            flat.map(|values| Tensor::from_data(TensorData::new(values, [layout.total]), device));
+        Ok(Some(AdamWState::new(AdaptiveMomentumState {
+            time: time.unwrap_or_default(),
+            moment_1,
+            moment_2,
+            max_moment_2: None,
+        })))
+    }
+}
