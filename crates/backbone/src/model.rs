@@ -264,6 +264,8 @@ pub struct Backbone {
     pub tokenizer: TextTokenizer,
     /// The HF name of each parameter, for writing the model back as a checkpoint.
     pub tensor_names: TensorNames,
+    /// The files its weights were read from (none for random weights).
+    pub weight_files: Vec<PathBuf>,
 }
 
 impl Backbone {
@@ -304,6 +306,25 @@ impl Backbone {
             model,
             tokenizer,
             tensor_names,
+            weight_files: weights.files(),
         })
+    }
+
+    /// The model by its content rather than by where it lies: the SHA-256 of its weight files
+    /// (of their digests, in name order, when there are several) and the k its head is divided
+    /// by (its own record's and lsr's since loading), as `sha256:<hex> k=<k>[ untied]`. Two
+    /// copies of one model in two directories have one identity, and files that record it
+    /// (vectors) come out the same.
+    pub fn content_id(&self) -> Result<String> {
+        let digest = |path: &PathBuf| Ok(lsr_files::digest::FileDigest::of(path)?.sha256);
+        let digests = self.weight_files.iter().map(digest).collect::<Result<Vec<_>>>()?;
+        let sha256 = match digests.as_slice() {
+            [one] => one.clone(),
+            several => lsr_files::digest::sha256_hex(several.join("\n").as_bytes()),
+        };
+        let rescaled = self.model.rescaled.as_ref();
+        let k = rescaled.map_or(1.0, |r| r.k.get());
+        let untied = rescaled.is_some_and(|r| r.mode == RescaleMode::Untie);
+        Ok(format!("sha256:{sha256} k={k}{}", if untied { " untied" } else { "" }))
     }
 }

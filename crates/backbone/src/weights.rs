@@ -170,6 +170,16 @@ impl Weights {
         }
     }
 
+    /// The files the tensors are read from, each once, in order (none for a random store).
+    pub fn files(&self) -> Vec<PathBuf> {
+        let Store::Files(tensors) = &*self.store else {
+            return Vec::new();
+        };
+        let files: std::collections::BTreeSet<PathBuf> =
+            tensors.values().map(|t| t.file.as_ref().clone()).collect();
+        files.into_iter().collect()
+    }
+
     /// The file that holds the tensor, or the first file of the checkpoint, for messages.
     pub fn describe_source(&self, name: &str) -> PathBuf {
         match &*self.store {

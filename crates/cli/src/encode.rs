@@ -68,11 +68,10 @@ pub fn run(args: EncodeArgs) -> Result<()> {
     }
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
-    let vocabulary = Vocabulary::of_encoder(&encoder).fingerprint();
     let mut file = args
         .vectors
         .as_deref()
-        .map(|path| VectorWriter::create(path, &vocabulary))
+        .map(|path| VectorWriter::create(path, &Vocabulary::of_encoder(&encoder)?.fingerprint()))
         .transpose()?;
     let mut position = 0usize;
     for chunk in texts.chunks(args.batch_size * 8) {

@@ -79,7 +79,7 @@ pub fn evaluate_dataset(
 ) -> Result<DatasetReport> {
     let settings = &settings.within(encoder.backbone.config.dims.max_positions, &dataset.name);
     let start = Instant::now();
-    let vocabulary = Vocabulary::of_encoder(encoder).fingerprint();
+    let vocabulary = Vocabulary::of_encoder(encoder)?.fingerprint();
     let index = index_corpus(encoder, dataset, settings, &vocabulary, out_dir)?;
     let (queries, qrels) = dataset.queries_and_qrels()?;
     let queries = encode_queries(encoder, queries, settings, &vocabulary, out_dir)?;
@@ -211,7 +211,7 @@ pub fn encode_corpus_part(
     part: ShardPart,
 ) -> Result<(usize, usize)> {
     let settings = &settings.within(encoder.backbone.config.dims.max_positions, &dataset.name);
-    let vocabulary = Vocabulary::of_encoder(encoder).fingerprint();
+    let vocabulary = Vocabulary::of_encoder(encoder)?.fingerprint();
     let progress = corpus_progress(dataset);
     let (shards, count) = encode_shards(
         encoder,

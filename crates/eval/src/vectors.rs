@@ -1,6 +1,7 @@
 //! Sparse vectors on disk, so that re-evaluation and FLOPs need no re-encoding. `LSRVEC3`: a
 //! magic line, the vocabulary that names the terms (`u32` size, the SHA-256 of its tokens in id
-//! order, each as `u32` length and UTF-8 bytes, and the model as named, `u32` length and UTF-8),
+//! order, each as `u32` length and UTF-8 bytes, and the model, `u32` length and UTF-8: by its
+//! content, `Backbone::content_id`, in files written since 2026-12-05, as named before),
 //! then one record per text — `u32` id length, id bytes (UTF-8), `u32` number of terms, that
 //! many (`u32` term, `f32` weight) pairs, all little-endian — and last the SHA-256 of every
 //! byte before it, so that a file damaged since it was written (cut short, a byte changed) is
@@ -27,7 +28,7 @@ const MAGIC_V1: &[u8; 8] = b"LSRVEC1\n";
 /// The checksum at the end of an `LSRVEC3` file: a SHA-256.
 const CHECKSUM_BYTES: u64 = 32;
 
-/// The tokens that name a model's term ids (id `i` is `tokens[i]`), and the model, as named.
+/// The tokens that name a model's term ids (id `i` is `tokens[i]`), and the model.
 #[derive(Clone, Debug)]
 pub struct Vocabulary {
     pub model: String,
@@ -39,8 +40,8 @@ pub struct Vocabulary {
 pub struct Fingerprint {
     pub size: u32,
     pub sha256: [u8; 32],
-    /// The model that encoded the vectors, as named; not part of the comparison (one tokenizer
-    /// can be reached by several names).
+    /// The model that encoded the vectors (by its content, or as named in older files); not
+    /// part of the comparison (one tokenizer serves several models).
     pub model: String,
 }
 
@@ -57,11 +58,12 @@ impl Vocabulary {
         }
     }
 
-    /// The vocabulary of the terms `encoder` produces.
-    pub fn of_encoder(encoder: &SpladeEncoder) -> Self {
+    /// The vocabulary of the terms `encoder` produces, with the model by its content
+    /// (`Backbone::content_id`), so that a file does not depend on where the model lay.
+    pub fn of_encoder(encoder: &SpladeEncoder) -> Result<Self> {
         let backbone = &encoder.backbone;
         let size = backbone.config.dims.vocab_size;
-        Self::of(&backbone.tokenizer, size, &backbone.checkpoint.name)
+        Ok(Self::of(&backbone.tokenizer, size, &backbone.content_id()?))
     }
 
     pub fn fingerprint(&self) -> Fingerprint {
@@ -96,11 +98,16 @@ impl std::fmt::Display for Fingerprint {
     }
 }
 
+/// The vocabulary and model the vector file `path` records (none in an `LSRVEC1` file).
+pub fn recorded(path: &Path) -> Result<Option<Fingerprint>> {
+    Ok(open(path)?.1)
+}
+
 /// Refuses `vocabulary` for naming the terms of the vector file `path` if the file records
 /// another one; an `LSRVEC1` file records none, which is said, not refused.
 pub fn check_vocabulary(path: &Path, vocabulary: &Vocabulary) -> Result<()> {
     let wanted = vocabulary.fingerprint();
-    match open(path)?.1 {
+    match recorded(path)? {
         Some(recorded) if !recorded.same_vocabulary(&wanted) => Err(EvalError::File {
             path: path.to_path_buf(),
             message: format!(

@@ -55,6 +55,11 @@ impl FileDigest {
     }
 }
 
+/// The SHA-256 of `bytes`, hexadecimal.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
 /// A file's digests where the field publishes md5: its md5 beside its size and SHA-256.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Digests {

@@ -82,6 +82,35 @@ fn vectors(path: &Path) -> Vec<(String, Vec<(u32, f32)>)> {
     all
 }
 
+/// Two copies of one model in two directories, evaluated into two more, write the same vectors
+/// files, byte for byte: they record the model by its content, not by where it lay.
+#[test]
+fn vectors_do_not_depend_on_where_the_model_was() {
+    let (root, dataset, _) = tiny_task();
+    let settings = crate::shards::settings();
+    let written: Vec<_> = ["first/model", "second/elsewhere/model"]
+        .iter()
+        .map(|place| {
+            let dir = root.path().join(place);
+            std::fs::create_dir_all(&dir).unwrap();
+            for file in ["config.json", "model.safetensors", "tokenizer.json"] {
+                std::fs::copy(fixtures_dir().join("modernbert").join(file), dir.join(file)).unwrap();
+            }
+            let backbone = Backbone::load(dir.to_str().unwrap(), &Device::flex(), 64).unwrap();
+            let k = Scale::new(4.0).unwrap();
+            let encoder = SpladeEncoder::new(backbone, k, RescaleMode::Shared).unwrap();
+            let out = dir.join("out");
+            evaluate_dataset(&encoder, &dataset, &settings, &out).unwrap();
+            ["corpus.vectors", "queries.vectors"].map(|f| std::fs::read(out.join(f)).unwrap())
+        })
+        .collect();
+    assert!(written[0] == written[1], "the vectors files differ");
+    let queries = root.path().join("first/model/out/queries.vectors");
+    let recorded = lsr_eval::vectors::recorded(&queries).unwrap();
+    let model = recorded.expect("an LSRVEC3 file records its model").model;
+    assert!(model.starts_with("sha256:") && model.ends_with(" k=4"), "{model}");
+}
+
 #[test]
 fn index_retrieval_matches_brute_force_dot_products() {
     let (root, dataset, encoder) = tiny_task();

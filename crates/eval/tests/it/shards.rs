@@ -13,7 +13,7 @@ use lsr_files::damage::Damage;
 use crate::end_to_end::tiny_task;
 
 /// Three documents per shard: the eight documents of `beir/tiny` make three shards.
-fn settings() -> EvalSettings {
+pub fn settings() -> EvalSettings {
     EvalSettings {
         batch_size: 2,
         query_max_length: 16,
