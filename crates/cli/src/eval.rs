@@ -3,6 +3,8 @@
 //! them (`--shard I/N`), or every part at once over several devices (`--devices`), each in a
 //! worker process, before retrieving once.
 
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, ExitStatus};
 
@@ -17,7 +19,8 @@ use lsr_eval::{EvalError, Measure};
 use lsr_files::layout::dataset_dir;
 use lsr_files::lock::{EVAL_LOCK, eval_part_lock};
 use lsr_files::stop::{INTERRUPTED_EXIT_CODE, Workers, forward_stops, requested, stop_on_signals};
-use lsr_files::workers::{Job, run_jobs};
+use lsr_compute::device::device_blame;
+use lsr_files::workers::{Blame, Job, output_of, run_jobs};
 use lsr_files::{FileError, OutputLock, resolved};
 
 use crate::model::ModelArgs;
@@ -75,19 +78,21 @@ pub struct EvalArgs {
     /// I of N (`--shard I/N`) in a worker process on the I-th, its output in
     /// `<output>/part-I-of-N.log`; then, once every part is complete, retrieve and measure here
     /// on the first. A stop (exit code 75) or a failed part keeps the complete shards: the
-    /// same command resumes.
+    /// same command resumes. A part that failed for reasons of its device (out of memory, a
+    /// driver fault) goes to another; a device that cannot start, or failed two parts so, is
+    /// retired.
     #[arg(long, value_delimiter = ',', num_args = 1.., conflicts_with_all = ["shard", "device"])]
     devices: Vec<String>,
 }
 
 pub fn run(mut args: EvalArgs) -> Result<ExitCode> {
     let workers = Workers::default();
-    if let Some(first) = args.devices.first().cloned() {
+    if !args.devices.is_empty() {
         forward_stops(&workers)?;
-        if let Some(code) = encode_on_devices(&args, &workers)? {
-            return Ok(code);
+        match encode_on_devices(&args, &workers)? {
+            Parts::Stopped(code) => return Ok(code),
+            Parts::Encoded { device } => args.model.on_device(&device),
         }
-        args.model.on_device(&first);
     } else {
         stop_on_signals()?;
     }
@@ -141,35 +146,63 @@ pub fn run(mut args: EvalArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `--devices`: this command again as part I of N on the I-th device, all at once, each with
-/// its own log; `None` once every part has encoded its shards, else the exit code to end with
-/// (75 if a part stopped, having kept its complete shards).
-fn encode_on_devices(args: &EvalArgs, workers: &Workers) -> Result<Option<ExitCode>> {
+/// How the parts over several devices ended: every one complete, to retrieve on `device` (the
+/// first not retired), or stopped with the exit code to end with.
+enum Parts {
+    Encoded { device: String },
+    Stopped(ExitCode),
+}
+
+/// `--devices`: this command again as part I of N on a device each, N the number of devices,
+/// each with its own log. A part whose worker failed for reasons of its device goes to a device
+/// that has not tried it; a device that could not start, or failed its last two parts so, is
+/// retired (`lsr_files::workers`).
+fn encode_on_devices(args: &EvalArgs, workers: &Workers) -> Result<Parts> {
     let count = args.devices.len();
     let own: Vec<String> = std::env::args().skip(1).collect();
     let lsr = std::env::current_exe()?;
     std::fs::create_dir_all(&args.output)?;
-    let mut parts = (0..count).map(|index| {
+    let part = |index: usize, device: &str| {
         let mut command = Command::new(&lsr);
         command.args(without_devices(&own)).args([
             "--shard",
             &format!("{index}/{count}"),
             "--device",
-            &args.devices[index],
+            device,
         ]);
         Job {
             name: format!("part {index}/{count}"),
             command,
             log: args.output.join(format!("part-{index}-of-{count}.log")),
         }
-    });
+    };
+    let queue: RefCell<VecDeque<usize>> = RefCell::new((0..count).collect());
+    let tried: RefCell<HashMap<usize, HashSet<usize>>> = RefCell::default();
     let mut ended: Vec<(String, ExitStatus, PathBuf)> = Vec::new();
-    run_jobs::<FileError>(
-        &args.devices,
-        workers,
-        |_| Ok(parts.next()),
-        |slot, job, status| ended.push((args.devices[slot].clone(), status, job.log)),
-    )?;
+    let next = |slot: usize| -> Result<Option<Job>, FileError> {
+        let tried = tried.borrow();
+        let mut queue = queue.borrow_mut();
+        let untried = |index: &usize| tried.get(index).is_none_or(|slots| !slots.contains(&slot));
+        let taken = queue.iter().position(untried).and_then(|at| queue.remove(at));
+        Ok(taken.map(|index| part(index, &args.devices[slot])))
+    };
+    let end = |slot: usize, job: Job, status: ExitStatus| {
+        let blame = device_blame(status, &output_of(&job, &args.devices[slot]));
+        let index = part_index(&job.name);
+        if let Blame::Device(why) = &blame {
+            let mut tried = tried.borrow_mut();
+            let failed_on = tried.entry(index).or_default();
+            failed_on.insert(slot);
+            if failed_on.len() < count {
+                eprintln!("{} on {}: {why}; another device takes it", job.name, args.devices[slot]);
+                queue.borrow_mut().push_front(index);
+                return blame;
+            }
+        }
+        ended.push((args.devices[slot].clone(), status, job.log));
+        blame
+    };
+    let retired = run_jobs::<FileError>(&args.devices, workers, next, end)?;
     let failed: Vec<String> = (ended.iter())
         .filter(|(_, status, _)| !status.success())
         .map(|(device, status, log)| format!("on {device}: {status} (log: {})", resolved(log)))
@@ -179,15 +212,24 @@ fn encode_on_devices(args: &EvalArgs, workers: &Workers) -> Result<Option<ExitCo
     };
     if requested() || ended.iter().any(stopped) {
         eprintln!("stopped on request; the complete shards are kept: run the same command again");
-        return Ok(Some(ExitCode::from(INTERRUPTED_EXIT_CODE)));
+        return Ok(Parts::Stopped(ExitCode::from(INTERRUPTED_EXIT_CODE)));
     }
     if !failed.is_empty() || ended.len() < count {
         anyhow::bail!(
-            "corpus parts failed ({}); the complete shards are kept",
-            failed.join("; ")
+            "corpus parts failed ({}); {} of {count} ended; the complete shards are kept",
+            failed.join("; "),
+            ended.len()
         );
     }
-    Ok(None)
+    let live = (args.devices.iter()).find(|d| !retired.iter().any(|r| &&r.slot == d));
+    let device = live.unwrap_or(&args.devices[0]).clone();
+    Ok(Parts::Encoded { device })
+}
+
+/// The index of a part from its job's name, `part I/N`.
+fn part_index(name: &str) -> usize {
+    let index = name.trim_start_matches("part ").split('/').next();
+    index.and_then(|i| i.parse().ok()).expect("a part's job name")
 }
 
 /// The arguments without `--devices` and its list.

@@ -138,7 +138,14 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(error) => {
             eprintln!("error: {}", render(&error));
-            ExitCode::FAILURE
+            // A device that could not start: a parent running workers (`--devices`) gives this
+            // one's work to the others.
+            match error.downcast_ref::<lsr_compute::ComputeError>() {
+                Some(lsr_compute::ComputeError::Device { .. }) => {
+                    ExitCode::from(lsr_files::workers::DEVICE_EXIT_CODE)
+                }
+                _ => ExitCode::FAILURE,
+            }
         }
     }
 }

@@ -203,6 +203,8 @@ fn run_matrix(args: RunArgs) -> Result<ExitCode> {
         return run_on_devices(&matrix, args);
     }
     if let Some(device) = &args.device {
+        // Before any cell: a device that cannot start fails no cell (exit code 76).
+        lsr_compute::parse_device(Some(device))?;
         matrix.on_device(device);
     }
     let options = RunOptions {
@@ -225,12 +227,22 @@ fn run_on_devices(matrix: &Matrix, args: RunArgs) -> Result<ExitCode> {
     };
     let workers = Workers::default();
     forward_stops(&workers)?;
-    let worked = devices::run_on_devices(matrix, &run, &workers)?;
-    for cell in &worked {
+    let run = devices::run_on_devices(matrix, &run, &workers)?;
+    for cell in &run.worked {
         let log = resolved(&cell.log);
         eprintln!("{}\t{}\t{}\t{log}", cell.cell, cell.device, cell.state);
     }
-    let states = worked.iter().map(|cell| (cell.cell.as_str(), cell.state));
+    for device in &run.retired {
+        eprintln!("retired\t{}\t{}", device.slot, device.reason);
+    }
+    if !run.left.is_empty() && !requested() {
+        bail!(
+            "no device was left for {} cell(s): {} (every device retired: see above)",
+            run.left.len(),
+            run.left.join(", ")
+        );
+    }
+    let states = run.worked.iter().map(|cell| (cell.cell.as_str(), cell.state));
     ended(states, "; each cell's output is <results>/<cell>.log")
 }
 
@@ -345,6 +357,9 @@ fn status(spec: &SpecArgs, json: bool) -> Result<()> {
     }
     print_cells(&matrix, &states);
     print_probes(&probes);
+    for device in devices::retired_devices(&matrix)? {
+        println!("device {} retired by the last run: {}", device.slot, device.reason);
+    }
     Ok(())
 }
 
@@ -477,9 +492,12 @@ fn status_json(
         })
         .collect();
     let results = std::path::absolute(&matrix.results)?;
+    let retired: Map = (devices::retired_devices(matrix)?.into_iter())
+        .map(|device| (device.slot, device.reason.into()))
+        .collect();
     let status = serde_json::json!({
         "backbones": backbones, "data": data, "cells": cells, "running": running,
-        "probes": chosen, "results": results,
+        "probes": chosen, "results": results, "retired_devices": retired,
     });
     println!("{status}");
     Ok(())

@@ -6,6 +6,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use burn::prelude::Device;
 
+use lsr_files::workers::{Blame, device_did_not_start};
+
 use crate::matmul::{self, MatmulMode, matmul_mode};
 use crate::{ComputeError, Result, kernel_cache};
 
@@ -30,6 +32,38 @@ pub unsafe fn pin_implicit_default_to_host() {
     if std::env::var_os("BURN_DEVICE").is_none() {
         // SAFETY: the caller guarantees that no other thread runs yet.
         unsafe { std::env::set_var("BURN_DEVICE", "flex") };
+    }
+}
+
+/// Why a process's output says its device failed it, if it does: out of memory, a device lost
+/// or poisoned (a sticky driver fault), or a device that could not start, as lsr and cubecl word
+/// them. A run that failed for reasons of its own (divergence, bad data) matches none.
+pub fn device_failure(output: &str) -> Option<&'static str> {
+    const SIGNS: [(&str, &str); 7] = [
+        ("out of device memory", "out of memory"),
+        ("out-of-memory", "out of memory"),
+        ("out of memory", "out of memory"),
+        ("device is poisoned", "a driver fault (the device is poisoned)"),
+        ("device was poisoned", "a driver fault (the device is poisoned)"),
+        ("device lost", "the device was lost"),
+        ("could not start", "the device could not start"),
+    ];
+    let output = output.to_lowercase();
+    SIGNS.iter().find(|(sign, _)| output.contains(sign)).map(|(_, why)| *why)
+}
+
+/// Whom a worker's end blames: its device, where the worker could not start it or its `output`
+/// says the device failed it; else the job (done, stopped, or failed for reasons of its own).
+pub fn device_blame(status: std::process::ExitStatus, output: &str) -> Blame {
+    if status.success() {
+        return Blame::Job;
+    }
+    if device_did_not_start(status) {
+        return Blame::Device("the device could not start".into());
+    }
+    match device_failure(output) {
+        Some(why) => Blame::Device(why.to_string()),
+        None => Blame::Job,
     }
 }
 
@@ -261,6 +295,18 @@ fn quietly<T>(f: impl FnOnce() -> T + std::panic::UnwindSafe) -> Result<T, Vec<S
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_device_failure_is_told_from_a_run_that_failed_for_its_own_reasons() {
+        let oom = "panicked at burn-cubecl: An out-of-memory error happened during launch";
+        assert_eq!(device_failure(oom), Some("out of memory"));
+        let start = "error: device `cuda:99`: could not start (no device 99)";
+        assert_eq!(device_failure(start), Some("the device could not start"));
+        assert_eq!(device_failure("error: The device is poisoned: CUDA_ERROR_ILLEGAL_ADDRESS"),
+            Some("a driver fault (the device is poisoned)"));
+        assert_eq!(device_failure("error: the loss is NaN at step 12: collapsed"), None);
+        assert_eq!(device_failure("error: data/triples.tsv line 3: expected 3 fields"), None);
+    }
 
     #[test]
     fn no_spec_picks_a_backend_that_starts() {

@@ -4,15 +4,19 @@
 //! cell keeps two processes off one cell, however and wherever they were started) until none is
 //! left. The processes are `lsr_files::workers`'s: a stop request reaches every worker, and each
 //! cell's worker writes its output to `<results>/<cell>.log`, beside the cell. A worker that
-//! fails or dies leaves its cell recorded as failed, and its device takes the next cell.
+//! fails or dies leaves its cell recorded as failed, and its device takes the next cell; one
+//! that failed for reasons of its device gives the cell to another device, and a device that
+//! keeps failing is retired.
 
-use std::collections::VecDeque;
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::PathBuf;
 use std::process::{Command, ExitStatus};
 
 use lsr_files::layout::FAILURE;
 use lsr_files::stop::{INTERRUPTED_EXIT_CODE, Workers};
-use lsr_files::workers::{Job, run_jobs};
+use lsr_compute::device::device_blame;
+use lsr_files::workers::{Blame, Job, Retired, output_of, run_jobs};
 use lsr_files::{CellState, resolved};
 
 use crate::cell::Cell;
@@ -43,23 +47,47 @@ pub struct Worked {
     pub log: PathBuf,
 }
 
+/// What a run over several devices did: each run cell's end, and the devices it retired.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct DevicesRun {
+    pub worked: Vec<Worked>,
+    pub retired: Vec<Retired>,
+    /// The cells no device was left to run (every one retired, or stopped first).
+    pub left: Vec<String>,
+}
+
 /// Runs the cells not done over `run.devices`, a worker per device at a time, until every cell
-/// is taken or a stop was requested and every worker has ended; returns each run cell's end.
-/// `workers` is where the started workers are listed for the stop signals.
-pub fn run_on_devices(matrix: &Matrix, run: &DeviceRun, workers: &Workers) -> Result<Vec<Worked>> {
+/// is taken or a stop was requested and every worker has ended; returns each run cell's end,
+/// the retired devices and the cells left.
+/// A cell whose worker failed for reasons of the device (`lsr_compute::device::device_blame`) goes
+/// back to the queue for a device that has not tried it; a device that could not start, or
+/// failed its last two cells so, is retired (`lsr_files::workers`), and recorded in
+/// `<results>/retired-devices.json` for `lsr matrix status`. `workers` is where the started
+/// workers are listed for the stop signals.
+pub fn run_on_devices(
+    matrix: &Matrix,
+    run: &DeviceRun,
+    workers: &Workers,
+) -> Result<DevicesRun> {
     write_summary(matrix)?;
+    let record = matrix.results.join(RETIRED);
+    remove_if_there(&record)?;
     let options = RunOptions {
         cell: None,
         force: run.force,
         k_from_probe: run.k_from_probe,
     };
-    let mut queue: VecDeque<&Cell> = selected(matrix, &options)?.into();
+    let queue: RefCell<VecDeque<&Cell>> = RefCell::new(selected(matrix, &options)?.into());
+    // Per cell, the devices that failed it for reasons of their own.
+    let tried: RefCell<HashMap<String, HashSet<String>>> = RefCell::default();
     let mut worked = Vec::new();
     let next = |slot: usize| -> Result<Option<Job>> {
-        let Some(cell) = next_cell(&mut queue, run.force)? else {
+        let device = &run.devices[slot];
+        let tried = tried.borrow();
+        let untried = |cell: &&Cell| tried.get(&cell.id).is_none_or(|d| !d.contains(device));
+        let Some(cell) = next_cell(&mut queue.borrow_mut(), run.force, untried)? else {
             return Ok(None);
         };
-        let device = &run.devices[slot];
         eprintln!(
             "== {} on {device} (log: {})",
             cell.id,
@@ -69,17 +97,85 @@ pub fn run_on_devices(matrix: &Matrix, run: &DeviceRun, workers: &Workers) -> Re
     };
     let ended = |slot: usize, job: Job, status: ExitStatus| {
         let cell = matrix.cell(&job.name).expect("a cell of the matrix");
-        worked.push(end(cell, &run.devices[slot], job.log, status));
+        let device = &run.devices[slot];
+        let blame = device_blame(status, &output_of(&job, device));
+        if let Blame::Device(why) = &blame {
+            let mut tried = tried.borrow_mut();
+            let failed_on = tried.entry(cell.id.clone()).or_default();
+            failed_on.insert(device.clone());
+            if run.devices.iter().any(|d| !failed_on.contains(d)) {
+                eprintln!("== {} on {device}: {why}; another device takes it", cell.id);
+                queue.borrow_mut().push_front(cell);
+                return blame;
+            }
+        }
+        worked.push(end(cell, device, job.log, status));
+        blame
     };
-    run_jobs(&run.devices, workers, next, ended)?;
-    Ok(worked)
+    let retired = run_jobs(&run.devices, workers, next, ended)?;
+    if !retired.is_empty() {
+        write_json(&record, &retired_json(&retired))?;
+    }
+    let mut left = Vec::new();
+    for cell in queue.into_inner() {
+        if !matches!(cell.state()?, CellState::Done | CellState::Collapsed) {
+            left.push(cell.id.clone());
+        }
+    }
+    Ok(DevicesRun {
+        worked,
+        retired,
+        left,
+    })
+}
+
+/// The devices the last run over several devices retired, beside the results.
+pub const RETIRED: &str = "retired-devices.json";
+
+/// The devices `<results>/retired-devices.json` records, with why.
+pub fn retired_devices(matrix: &Matrix) -> Result<Vec<Retired>> {
+    let path = matrix.results.join(RETIRED);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(MatrixError::io(&path, e)),
+    };
+    let entries: Vec<serde_json::Value> = serde_json::from_str(&text)
+        .map_err(|e| MatrixError::io(&path, std::io::Error::other(e)))?;
+    Ok(entries
+        .iter()
+        .map(|entry| Retired {
+            slot: entry["device"].as_str().unwrap_or_default().to_string(),
+            reason: entry["reason"].as_str().unwrap_or_default().to_string(),
+        })
+        .collect())
+}
+
+fn retired_json(retired: &[Retired]) -> serde_json::Value {
+    (retired.iter())
+        .map(|r| serde_json::json!({ "device": r.slot, "reason": r.reason }))
+        .collect()
+}
+
+fn remove_if_there(path: &std::path::Path) -> Result<()> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(MatrixError::io(path, e)),
+        _ => Ok(()),
+    }
 }
 
 /// The next cell of `queue` to run: not done (unless forced). Whether another process holds
 /// it is the worker's to find, through the cell's lock: a process on another node (`lsr matrix
 /// slurm --gpus-per-node`) has a process id this one cannot check.
-fn next_cell<'m>(queue: &mut VecDeque<&'m Cell>, force: bool) -> Result<Option<&'m Cell>> {
-    while let Some(cell) = queue.pop_front() {
+/// `fits`: whether this device may take the cell (one that failed it for reasons of the device
+/// stays in the queue for the others).
+fn next_cell<'m>(
+    queue: &mut VecDeque<&'m Cell>,
+    force: bool,
+    fits: impl Fn(&&'m Cell) -> bool,
+) -> Result<Option<&'m Cell>> {
+    while let Some(position) = queue.iter().position(&fits) {
+        let cell = queue.remove(position).expect("a position in the queue");
         let state = cell.state()?;
         if matches!(state, CellState::Done | CellState::Collapsed) && !force {
             tracing::info!("{}: {state}, skipped", cell.id);

@@ -1,7 +1,8 @@
 //! `lsr matrix run --devices`: a worker process per device on a small matrix of the miniature
 //! backbones. Two flex workers give the table one process gives, digit for digit; SIGTERM to
 //! the parent stops every worker at a checkpoint (exit code 75), `lsr matrix status` having
-//! shown which device ran which cell, and a second run finishes to that same table.
+//! shown which device ran which cell, and a second run finishes to that same table; a device
+//! that cannot start is retired and the other runs every cell.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -17,13 +18,18 @@ struct Inputs {
 
 impl Inputs {
     fn matrix(&self, name: &str) -> PathBuf {
+        self.matrix_over(name, "[1, 16]")
+    }
+
+    /// The matrix over the factors `k` (a TOML array).
+    fn matrix_over(&self, name: &str, k: &str) -> PathBuf {
         let path = self.root.join(format!("{name}.toml"));
         let text = format!(
             r#"name = "m"
 results = "{name}"
 checkpoints = "{name}/checkpoints"
 device = "flex"
-k = [1, 16]
+k = {k}
 
 [eval]
 data_root = "synth"
@@ -156,6 +162,34 @@ fn two_flex_workers_give_the_table_one_process_gives() {
             "{stderr}"
         );
     }
+}
+
+/// A device that cannot start (no machine has a 100th GPU) is retired at its first cell, once,
+/// which goes back to the queue: the other device runs every cell, and `lsr matrix status` says
+/// which device was retired and why.
+#[test]
+fn a_device_that_cannot_start_is_retired_once_and_the_other_runs_every_cell() {
+    let (inputs, _) = reference();
+    let file = inputs.matrix_over("retiring", "[1]");
+    let matrix = file.to_str().unwrap();
+    let out = (inputs.spawn(&["matrix", "run", matrix, "--devices", "cuda:99,flex"]))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let retired = (stderr.lines())
+        .filter(|l| l.starts_with("== device cuda:99 retired: the device could not start"))
+        .count();
+    assert_eq!(retired, 1, "{stderr}");
+    for cell in ["bert-k1", "modernbert-k1"] {
+        assert!(stderr.contains(&format!("{cell}\tflex\tdone\t")), "{stderr}");
+        assert!(!stderr.contains(&format!("{cell}\tcuda:99")), "{stderr}");
+    }
+    let status = inputs.stdout(&["matrix", "status", matrix]);
+    assert!(
+        status.contains("device cuda:99 retired by the last run: the device could not start"),
+        "{status}"
+    );
 }
 
 #[test]
