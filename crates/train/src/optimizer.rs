@@ -1,6 +1,7 @@
-//! AdamW over one flat buffer: the model's parameters are slices of a single f32 tensor (the
-//! master), a step gathers the gradients into one more, and burn's AdamW updates the whole of it
-//! in one pass, where a per-parameter optimiser launched a few kernels for each of ~200 tensors.
+//! AdamW over flat buffers: the model's parameters are slices of f32 tensors (the masters; one on
+//! a GPU, buffers of a few MiB on the host), a step gathers the gradients into as many more, and
+//! burn's AdamW updates each in one pass, where a per-parameter optimiser launched a few kernels
+//! for each of ~200 tensors.
 //! The checkpoint record stays burn's per-parameter one (`ModuleOptimizer`'s burnpack: tensors
 //! `{id}.momentum.moment_1|2`, scalars `{id}.__rank`, `{id}.momentum.time`, metadata `{id}` →
 //! module path), so checkpoints written before the flat buffer resume, and the other way round.
@@ -29,6 +30,13 @@ const ALIGN: usize = 256;
 /// are two inputs).
 const GROUP: usize = 24;
 
+/// On the host, a buffer holds at most this many elements (16 MiB of f32; a larger parameter has
+/// one of its own). AdamW's temporaries then stay under glibc's mmap threshold (32 MiB), reused
+/// rather than faulted in fresh, and in cache: one buffer of the whole model (110M elements for
+/// BERT-base) made each of its dozen operations fault in and stream 440 MB, and the flex step
+/// 1.1-1.3x slower than per parameter. On a GPU one buffer, each operation one launch.
+const HOST_BUFFER: usize = 4 << 20;
+
 /// AdamW with every hyperparameter from the recipe (burn's own defaults differ from PyTorch's:
 /// eps 1e-5, weight decay 1e-4). Decay applies to every parameter, as in naver/splade.
 fn adamw(recipe: &Recipe) -> AdamW {
@@ -50,6 +58,8 @@ struct Slot {
     /// The module path, as burn's `ModuleOptimizer` records it (`encoder.Bert.layers.0.key.weight`).
     path: String,
     shape: Vec<usize>,
+    /// Its buffer, and where it starts in it.
+    buffer: usize,
     offset: usize,
     len: usize,
 }
@@ -60,19 +70,22 @@ impl Slot {
     }
 }
 
-/// The trainable parameters of a model in module order, each at an aligned offset.
+/// The trainable parameters of a model in module order, each at an aligned offset of its buffer.
 #[derive(Clone, Debug)]
 struct Layout {
     slots: Vec<Slot>,
-    total: usize,
+    /// Each buffer's length.
+    buffers: Vec<usize>,
 }
 
 impl Layout {
-    fn of(model: &MaskedLm) -> Self {
+    /// Buffers of at most `cap` elements (but for a larger parameter, alone in its own).
+    fn of(model: &MaskedLm, cap: usize) -> Self {
         struct Walk {
             path: Vec<String>,
             slots: Vec<Slot>,
-            total: usize,
+            buffers: Vec<usize>,
+            cap: usize,
         }
         impl ModuleVisitor for Walk {
             fn enter_module(&mut self, name: &str, _: &str) {
@@ -86,43 +99,61 @@ impl Layout {
                     return;
                 }
                 let shape = param.shape().to_vec();
-                let len = shape.iter().product();
+                let len: usize = shape.iter().product();
+                let room = len.next_multiple_of(ALIGN);
+                match self.buffers.last_mut() {
+                    Some(total) if *total + room <= self.cap => {}
+                    _ => self.buffers.push(0),
+                }
+                let buffer = self.buffers.len() - 1;
                 self.slots.push(Slot {
                     id: param.id,
                     path: self.path.join("."),
                     shape,
-                    offset: self.total,
+                    buffer,
+                    offset: self.buffers[buffer],
                     len,
                 });
-                self.total += len.next_multiple_of(ALIGN);
+                self.buffers[buffer] += room;
             }
         }
         let mut walk = Walk {
             path: Vec::new(),
             slots: Vec::new(),
-            total: 0,
+            buffers: Vec::new(),
+            cap,
         };
         model.visit(&mut walk);
         Self {
             slots: walk.slots,
-            total: walk.total,
+            buffers: walk.buffers,
         }
     }
 
-    /// One flat tensor of `parts` (one per slot, in slot order, flattened), zero between them.
-    fn gather(&self, parts: Vec<Tensor<1>>, device: &Device) -> Tensor<1> {
-        let mut pieces = Vec::with_capacity(2 * parts.len());
+    /// The slots of buffer `buffer`.
+    fn slots_of(&self, buffer: usize) -> impl Iterator<Item = &Slot> {
+        self.slots.iter().filter(move |slot| slot.buffer == buffer)
+    }
+
+    /// One flat tensor per buffer of `parts` (one per slot, in slot order, flattened), zero
+    /// between them.
+    fn gather(&self, parts: Vec<Tensor<1>>, device: &Device) -> Vec<Tensor<1>> {
+        let mut pieces: Vec<Vec<Tensor<1>>> = self.buffers.iter().map(|_| Vec::new()).collect();
         for (slot, part) in self.slots.iter().zip(parts) {
-            pieces.push(part);
+            let buffer = &mut pieces[slot.buffer];
+            buffer.push(part);
             if slot.padding() > 0 {
-                pieces.push(Tensor::zeros([slot.padding()], device));
+                buffer.push(Tensor::zeros([slot.padding()], device));
             }
         }
-        let groups: Vec<Tensor<1>> = pieces
-            .chunks(GROUP)
-            .map(|group| Tensor::cat(group.to_vec(), 0))
-            .collect();
-        Tensor::cat(groups, 0)
+        let concatenate = |pieces: Vec<Tensor<1>>| {
+            let groups: Vec<Tensor<1>> = pieces
+                .chunks(GROUP)
+                .map(|group| Tensor::cat(group.to_vec(), 0))
+                .collect();
+            Tensor::cat(groups, 0)
+        };
+        pieces.into_iter().map(concatenate).collect()
     }
 
     /// Each slot's gradient in `gradients`, flattened, in slot order.
@@ -174,10 +205,10 @@ impl Layout {
     }
 }
 
-/// Makes each trainable parameter of a model the view of its slice of `master`, keeping its
-/// autodiff settings.
+/// Makes each trainable parameter of a model the view of its slice of its buffer's master,
+/// keeping its autodiff settings.
 struct Views<'a> {
-    master: &'a Tensor<1>,
+    masters: &'a [Tensor<1>],
     slots: BTreeMap<ParamId, &'a Slot>,
 }
 
@@ -188,7 +219,7 @@ impl ModuleMapper for Views<'_> {
         };
         let (id, tensor, mapper) = param.consume();
         let shape: [usize; D] = slot.shape.clone().try_into().expect("the slot's rank");
-        let view = (self.master.clone())
+        let view = (self.masters[slot.buffer].clone())
             .slice([slot.offset..slot.offset + slot.len])
             .reshape(shape);
         let mut value = Tensor::from_inner(view);
@@ -202,28 +233,55 @@ impl ModuleMapper for Views<'_> {
     }
 }
 
-/// AdamW whose parameters, gradients and moments are each one flat tensor.
+/// The gradients of a model's trainable parameters, laid out as the optimiser's buffers.
+pub struct FlatGradient {
+    buffers: Vec<Tensor<1>>,
+}
+
+impl FlatGradient {
+    /// The sum of the squares of every element, as a one-element tensor.
+    pub fn square_sum(&self) -> Tensor<1> {
+        let mut sums: Vec<Tensor<1>> =
+            self.buffers.iter().map(|b| b.clone().square().sum()).collect();
+        match sums.len() {
+            1 => sums.remove(0),
+            _ => Tensor::cat(sums, 0).sum(),
+        }
+    }
+
+    /// Every element times `factor`.
+    pub fn mul_scalar(self, factor: f64) -> Self {
+        let buffers = self.buffers.into_iter().map(|b| b.mul_scalar(factor)).collect();
+        Self { buffers }
+    }
+}
+
+/// AdamW whose parameters, gradients and moments are flat buffers.
 pub struct FlatAdamW {
     adamw: AdamW,
     layout: Layout,
-    /// The parameters, whose slices the model's parameters are.
-    master: Tensor<1>,
-    /// The moments; none before the first step.
-    state: Option<AdamWState<1>>,
+    /// The parameters, whose slices the model's parameters are: one tensor per buffer.
+    masters: Vec<Tensor<1>>,
+    /// Each buffer's moments; none before the first step.
+    states: Vec<Option<AdamWState<1>>>,
 }
 
 impl FlatAdamW {
     /// Takes over `model`'s trainable parameters: returns the optimiser and the model with each
-    /// of them a view of the master.
+    /// of them a view of its buffer's master.
     pub fn adopt(model: MaskedLm, recipe: &Recipe) -> (Self, MaskedLm) {
-        let layout = Layout::of(&model);
         let device = model.device();
-        let master = layout.gather(layout.parameters(&model), &device.inner());
+        let cap = match lsr_compute::device::is_host(&device) {
+            true => HOST_BUFFER,
+            false => usize::MAX,
+        };
+        let layout = Layout::of(&model, cap);
+        let masters = layout.gather(layout.parameters(&model), &device.inner());
         let optimizer = Self {
             adamw: adamw(recipe),
+            states: masters.iter().map(|_| None).collect(),
             layout,
-            master,
-            state: None,
+            masters,
         };
         let model = optimizer.views(model);
         (optimizer, model)
@@ -231,28 +289,31 @@ impl FlatAdamW {
 
     fn views(&self, model: MaskedLm) -> MaskedLm {
         model.map(&mut Views {
-            master: &self.master,
+            masters: &self.masters,
             slots: self.layout.slots.iter().map(|s| (s.id, s)).collect(),
         })
     }
 
-    /// The gradients of `model`'s trainable parameters as one flat tensor laid out as the master.
-    pub fn flat_gradient(&self, model: &MaskedLm, gradients: &GradientsParams) -> Tensor<1> {
+    /// The gradients of `model`'s trainable parameters laid out as the masters.
+    pub fn flat_gradient(&self, model: &MaskedLm, gradients: &GradientsParams) -> FlatGradient {
         let parts = self.layout.gradients(model, gradients);
         let device = parts.first().map(|p| p.device());
-        device.map_or_else(
-            || Tensor::zeros([0], &model.device().inner()),
-            |device| self.layout.gather(parts, &device),
-        )
+        let buffers = device.map_or_else(Vec::new, |device| self.layout.gather(parts, &device));
+        FlatGradient { buffers }
     }
 
-    /// One AdamW step with learning rate `lr` and the flat `gradient`; returns the model with its
-    /// parameters the views of the new master.
-    pub fn step(&mut self, lr: f64, model: MaskedLm, gradient: Tensor<1>) -> MaskedLm {
-        let master = self.master.clone();
-        let (master, state) = self.adamw.step(lr, master, gradient, self.state.take());
-        self.master = master;
-        self.state = state;
+    /// One AdamW step with learning rate `lr` and `gradient`; returns the model with its
+    /// parameters the views of the new masters.
+    pub fn step(&mut self, lr: f64, model: MaskedLm, gradient: FlatGradient) -> MaskedLm {
+        let buffers = self.masters.drain(..).zip(gradient.buffers).zip(&mut self.states);
+        let stepped: Vec<Tensor<1>> = buffers
+            .map(|((master, gradient), state)| {
+                let (master, next) = self.adamw.step(lr, master, gradient, state.take());
+                *state = next;
+                master
+            })
+            .collect();
+        self.masters = stepped;
         self.views(model)
     }
 
@@ -261,10 +322,11 @@ impl FlatAdamW {
         let error = |e: burn_pack::Error| TrainError::checkpoint(path, e.to_string());
         let mut tensors = Vec::new();
         let mut writer_scalars = Vec::new();
-        if let Some(state) = &self.state {
+        for (buffer, state) in self.states.iter().enumerate() {
+            let Some(state) = state else { continue };
             let moments = [&state.momentum.moment_1, &state.momentum.moment_2]
                 .map(|m| m.to_data().try_into_vec::<f32>().expect("f32 moments"));
-            for slot in &self.layout.slots {
+            for slot in self.layout.slots_of(buffer) {
                 let id = slot.id.val();
                 for (field, moment) in ["moment_1", "moment_2"].iter().zip(&moments) {
                     let values = &moment[slot.offset..slot.offset + slot.len];
@@ -284,7 +346,7 @@ impl FlatAdamW {
         for (key, value) in &writer_scalars {
             writer = writer.with_scalar(key, *value);
         }
-        if self.state.is_some() {
+        if self.states.iter().any(Option::is_some) {
             for slot in &self.layout.slots {
                 writer = writer.with_metadata(&slot.id.val().to_string(), &slot.path);
             }
@@ -307,7 +369,7 @@ impl FlatAdamW {
         let (mut optimizer, model) = Self::adopt(model, recipe);
         let mut record = Record::read(path)?;
         record.join(joined, path)?;
-        optimizer.state = record.state(&optimizer.layout, &model.device().inner(), path)?;
+        optimizer.states = record.states(&optimizer.layout, &model.device().inner(), path)?;
         Ok((optimizer, model))
     }
 }
@@ -380,25 +442,26 @@ impl Record {
         Ok(())
     }
 
-    /// The flat state for `layout`: every slot must have both moments, of its shape, and all
-    /// the same step count (a record of no step at all is no state).
-    fn state(
+    /// The state of each of `layout`'s buffers: every slot must have both moments, of its
+    /// shape, and all the same step count (a record of no step at all is no state).
+    fn states(
         mut self,
         layout: &Layout,
         device: &Device,
         path: &Path,
-    ) -> Result<Option<AdamWState<1>>> {
+    ) -> Result<Vec<Option<AdamWState<1>>>> {
         if self.moments.is_empty() && self.times.is_empty() {
-            return Ok(None);
+            return Ok(layout.buffers.iter().map(|_| None).collect());
         }
         let error = |message: String| TrainError::checkpoint(path, message);
-        let mut flat = [vec![0f32; layout.total], vec![0f32; layout.total]];
+        let mut flat: Vec<[Vec<f32>; 2]> =
+            (layout.buffers.iter()).map(|&len| [vec![0f32; len], vec![0f32; len]]).collect();
         let mut time = None;
         for slot in &layout.slots {
             let id = slot.id.val();
             let missing = || error(format!("no AdamW state for parameter {} (id {id})", slot.path));
             let moments = self.moments.remove(&id).ok_or_else(missing)?;
-            for (target, moment) in flat.iter_mut().zip(moments) {
+            for (target, moment) in flat[slot.buffer].iter_mut().zip(moments) {
                 let moment = moment.ok_or_else(missing)?;
                 if moment.shape().as_slice() != slot.shape.as_slice() {
                     return Err(error(format!(
@@ -422,13 +485,18 @@ impl Record {
         if let Some(id) = self.moments.keys().next() {
             return Err(error(format!("AdamW state for parameter id {id}, which the model does not have")));
         }
-        let [moment_1, moment_2] =
-            flat.map(|values| Tensor::from_data(TensorData::new(values, [layout.total]), device));
-        Ok(Some(AdamWState::new(AdaptiveMomentumState {
-            time: time.unwrap_or_default(),
-            moment_1,
-            moment_2,
-            max_moment_2: None,
-        })))
+        let state = |[moment_1, moment_2]: [Vec<f32>; 2]| {
+            let tensor = |values: Vec<f32>| {
+                let len = values.len();
+                Tensor::from_data(TensorData::new(values, [len]), device)
+            };
+            Some(AdamWState::new(AdaptiveMomentumState {
+                time: time.unwrap_or_default(),
+                moment_1: tensor(moment_1),
+                moment_2: tensor(moment_2),
+                max_moment_2: None,
+            }))
+        };
+        Ok(flat.into_iter().map(state).collect())
     }
 }
