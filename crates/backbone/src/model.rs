@@ -317,7 +317,11 @@ impl Backbone {
     /// (vectors) come out the same.
     pub fn content_id(&self) -> Result<String> {
         let digest = |path: &PathBuf| Ok(lsr_files::digest::FileDigest::of(path)?.sha256);
-        let digests = self.weight_files.iter().map(digest).collect::<Result<Vec<_>>>()?;
+        let digests = self
+            .weight_files
+            .iter()
+            .map(digest)
+            .collect::<Result<Vec<_>>>()?;
         let sha256 = match digests.as_slice() {
             [one] => one.clone(),
             several => lsr_files::digest::sha256_hex(several.join("\n").as_bytes()),
@@ -325,6 +329,9 @@ impl Backbone {
         let rescaled = self.model.rescaled.as_ref();
         let k = rescaled.map_or(1.0, |r| r.k.get());
         let untied = rescaled.is_some_and(|r| r.mode == RescaleMode::Untie);
-        Ok(format!("sha256:{sha256} k={k}{}", if untied { " untied" } else { "" }))
+        Ok(format!(
+            "sha256:{sha256} k={k}{}",
+            if untied { " untied" } else { "" }
+        ))
     }
 }

@@ -53,10 +53,18 @@ impl TensorOrigin {
         }
         let mut shape = data.shape().to_vec();
         shape[0] /= self.names.len();
-        let values = data.convert::<f32>().try_into_vec::<f32>().expect("f32 after convert");
+        let values = data
+            .convert::<f32>()
+            .try_into_vec::<f32>()
+            .expect("f32 after convert");
         let part = values.len() / self.names.len();
         (self.names.iter().zip(values.chunks(part)))
-            .map(|(name, values)| (name.clone(), TensorData::new(values.to_vec(), shape.clone())))
+            .map(|(name, values)| {
+                (
+                    name.clone(),
+                    TensorData::new(values.to_vec(), shape.clone()),
+                )
+            })
             .collect()
     }
 }

@@ -10,6 +10,7 @@ use std::process::{Command, ExitCode, ExitStatus};
 
 use anyhow::Result;
 use clap::Args;
+use lsr_compute::device::device_blame;
 use lsr_data::Dataset;
 use lsr_eval::pipeline::{
     DEFAULT_MAX_LENGTH, DatasetReport, EvalSettings, encode_corpus_part, evaluate_dataset,
@@ -19,7 +20,6 @@ use lsr_eval::{EvalError, Measure};
 use lsr_files::layout::dataset_dir;
 use lsr_files::lock::{EVAL_LOCK, eval_part_lock};
 use lsr_files::stop::{INTERRUPTED_EXIT_CODE, Workers, forward_stops, requested, stop_on_signals};
-use lsr_compute::device::device_blame;
 use lsr_files::workers::{Blame, Job, output_of, run_jobs};
 use lsr_files::{FileError, OutputLock, resolved};
 
@@ -183,7 +183,10 @@ fn encode_on_devices(args: &EvalArgs, workers: &Workers) -> Result<Parts> {
         let tried = tried.borrow();
         let mut queue = queue.borrow_mut();
         let untried = |index: &usize| tried.get(index).is_none_or(|slots| !slots.contains(&slot));
-        let taken = queue.iter().position(untried).and_then(|at| queue.remove(at));
+        let taken = queue
+            .iter()
+            .position(untried)
+            .and_then(|at| queue.remove(at));
         Ok(taken.map(|index| part(index, &args.devices[slot])))
     };
     let end = |slot: usize, job: Job, status: ExitStatus| {
@@ -194,7 +197,10 @@ fn encode_on_devices(args: &EvalArgs, workers: &Workers) -> Result<Parts> {
             let failed_on = tried.entry(index).or_default();
             failed_on.insert(slot);
             if failed_on.len() < count {
-                eprintln!("{} on {}: {why}; another device takes it", job.name, args.devices[slot]);
+                eprintln!(
+                    "{} on {}: {why}; another device takes it",
+                    job.name, args.devices[slot]
+                );
                 queue.borrow_mut().push_front(index);
                 return blame;
             }
@@ -229,7 +235,9 @@ fn encode_on_devices(args: &EvalArgs, workers: &Workers) -> Result<Parts> {
 /// The index of a part from its job's name, `part I/N`.
 fn part_index(name: &str) -> usize {
     let index = name.trim_start_matches("part ").split('/').next();
-    index.and_then(|i| i.parse().ok()).expect("a part's job name")
+    index
+        .and_then(|i| i.parse().ok())
+        .expect("a part's job name")
 }
 
 /// The arguments without `--devices` and its list.

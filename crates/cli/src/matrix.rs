@@ -242,7 +242,10 @@ fn run_on_devices(matrix: &Matrix, args: RunArgs) -> Result<ExitCode> {
             run.left.join(", ")
         );
     }
-    let states = run.worked.iter().map(|cell| (cell.cell.as_str(), cell.state));
+    let states = run
+        .worked
+        .iter()
+        .map(|cell| (cell.cell.as_str(), cell.state));
     ended(states, "; each cell's output is <results>/<cell>.log")
 }
 
@@ -358,7 +361,10 @@ fn status(spec: &SpecArgs, json: bool) -> Result<()> {
     print_cells(&matrix, &states);
     print_probes(&probes);
     for device in devices::retired_devices(&matrix)? {
-        println!("device {} retired by the last run: {}", device.slot, device.reason);
+        println!(
+            "device {} retired by the last run: {}",
+            device.slot, device.reason
+        );
     }
     Ok(())
 }

@@ -43,13 +43,22 @@ pub fn device_failure(output: &str) -> Option<&'static str> {
         ("out of device memory", "out of memory"),
         ("out-of-memory", "out of memory"),
         ("out of memory", "out of memory"),
-        ("device is poisoned", "a driver fault (the device is poisoned)"),
-        ("device was poisoned", "a driver fault (the device is poisoned)"),
+        (
+            "device is poisoned",
+            "a driver fault (the device is poisoned)",
+        ),
+        (
+            "device was poisoned",
+            "a driver fault (the device is poisoned)",
+        ),
         ("device lost", "the device was lost"),
         ("could not start", "the device could not start"),
     ];
     let output = output.to_lowercase();
-    SIGNS.iter().find(|(sign, _)| output.contains(sign)).map(|(_, why)| *why)
+    SIGNS
+        .iter()
+        .find(|(sign, _)| output.contains(sign))
+        .map(|(_, why)| *why)
 }
 
 /// Whom a worker's end blames: its device, where the worker could not start it or its `output`
@@ -311,10 +320,18 @@ mod tests {
         assert_eq!(device_failure(oom), Some("out of memory"));
         let start = "error: device `cuda:99`: could not start (no device 99)";
         assert_eq!(device_failure(start), Some("the device could not start"));
-        assert_eq!(device_failure("error: The device is poisoned: CUDA_ERROR_ILLEGAL_ADDRESS"),
-            Some("a driver fault (the device is poisoned)"));
-        assert_eq!(device_failure("error: the loss is NaN at step 12: collapsed"), None);
-        assert_eq!(device_failure("error: data/triples.tsv line 3: expected 3 fields"), None);
+        assert_eq!(
+            device_failure("error: The device is poisoned: CUDA_ERROR_ILLEGAL_ADDRESS"),
+            Some("a driver fault (the device is poisoned)")
+        );
+        assert_eq!(
+            device_failure("error: the loss is NaN at step 12: collapsed"),
+            None
+        );
+        assert_eq!(
+            device_failure("error: data/triples.tsv line 3: expected 3 fields"),
+            None
+        );
     }
 
     #[test]

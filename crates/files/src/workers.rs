@@ -118,7 +118,8 @@ fn retire(retired: &mut Vec<Retired>, slot: &str, reason: String) {
 pub fn output_of(job: &Job, slot: &str) -> String {
     let log = std::fs::read_to_string(&job.log).unwrap_or_default();
     let header = header(job, slot);
-    log.rsplit_once(&header).map_or(log.clone(), |(_, output)| output.to_string())
+    log.rsplit_once(&header)
+        .map_or(log.clone(), |(_, output)| output.to_string())
 }
 
 fn header(job: &Job, slot: &str) -> String {

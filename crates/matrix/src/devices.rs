@@ -13,9 +13,9 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::PathBuf;
 use std::process::{Command, ExitStatus};
 
+use lsr_compute::device::device_blame;
 use lsr_files::layout::FAILURE;
 use lsr_files::stop::{INTERRUPTED_EXIT_CODE, Workers};
-use lsr_compute::device::device_blame;
 use lsr_files::workers::{Blame, Job, Retired, output_of, run_jobs};
 use lsr_files::{CellState, resolved};
 
@@ -64,11 +64,7 @@ pub struct DevicesRun {
 /// failed its last two cells so, is retired (`lsr_files::workers`), and recorded in
 /// `<results>/retired-devices.json` for `lsr matrix status`. `workers` is where the started
 /// workers are listed for the stop signals.
-pub fn run_on_devices(
-    matrix: &Matrix,
-    run: &DeviceRun,
-    workers: &Workers,
-) -> Result<DevicesRun> {
+pub fn run_on_devices(matrix: &Matrix, run: &DeviceRun, workers: &Workers) -> Result<DevicesRun> {
     write_summary(matrix)?;
     let record = matrix.results.join(RETIRED);
     remove_if_there(&record)?;

@@ -40,7 +40,9 @@ pub fn read_model(path: &Path) -> Result<(ModuleRecord, Vec<Joined>)> {
     }
     let mut joined = Vec::new();
     for split in splits {
-        let parts = split.parts.map(|p| tensors.remove(&p).expect("a path the record named"));
+        let parts = split
+            .parts
+            .map(|p| tensors.remove(&p).expect("a path the record named"));
         let ids = parts.each_ref().map(|(id, _)| *id);
         let datas = parts.map(|(_, data)| data);
         let data = concat(&datas, split.dim).map_err(|e| error(format!("{}: {e}", split.path)))?;
@@ -57,7 +59,9 @@ pub fn read_model(path: &Path) -> Result<(ModuleRecord, Vec<Joined>)> {
             burn_pack::Tensor::new(name, dtype, shape, Some(id), bytes)
         })
         .collect();
-    let bytes = Writer::new(packed).into_bytes().map_err(|e| error(e.to_string()))?;
+    let bytes = Writer::new(packed)
+        .into_bytes()
+        .map_err(|e| error(e.to_string()))?;
     let record = ModuleRecord::from_bytes(bytes).map_err(|e| error(e.to_string()))?;
     Ok((record, joined))
 }
@@ -69,7 +73,10 @@ pub fn concat(parts: &[TensorData], dim: usize) -> std::result::Result<TensorDat
         return Err("expected f32 parts".into());
     }
     if dim >= shape.len() || parts.iter().any(|p| !same_but(p.shape(), &shape, dim)) {
-        return Err(format!("parts of shapes {:?} do not join along {dim}", shapes(parts)));
+        return Err(format!(
+            "parts of shapes {:?} do not join along {dim}",
+            shapes(parts)
+        ));
     }
     let outer: usize = shape[..dim].iter().product();
     let inner: Vec<usize> = parts
@@ -108,7 +115,10 @@ mod tests {
         assert_eq!(joined.shape().to_vec(), vec![2, 3]);
         assert_eq!(joined.as_slice::<f32>().unwrap(), &[1., 2., 5., 3., 4., 6.]);
         let joined = concat(&[a.clone(), a.clone()], 0).unwrap();
-        assert_eq!(joined.as_slice::<f32>().unwrap(), &[1., 2., 3., 4., 1., 2., 3., 4.]);
+        assert_eq!(
+            joined.as_slice::<f32>().unwrap(),
+            &[1., 2., 3., 4., 1., 2., 3., 4.]
+        );
         let c = TensorData::new(vec![1f32, 2., 3.], [3, 1]);
         assert!(concat(&[a, c], 1).unwrap_err().contains("do not join"));
     }

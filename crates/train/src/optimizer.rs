@@ -10,7 +10,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use burn::module::{Module, ModuleMapper, ModuleVisitor, Param, ParamId};
-use burn::optim::{AdamW, AdamWConfig, AdamWState, AdaptiveMomentumState, GradientsParams, Optimizer};
+use burn::optim::{
+    AdamW, AdamWConfig, AdamWState, AdaptiveMomentumState, GradientsParams, Optimizer,
+};
 use burn::prelude::*;
 use burn::tensor::{DType, TensorData};
 use burn_pack::{Reader, Scalar, Writer};
@@ -241,8 +243,11 @@ pub struct FlatGradient {
 impl FlatGradient {
     /// The sum of the squares of every element, as a one-element tensor.
     pub fn square_sum(&self) -> Tensor<1> {
-        let mut sums: Vec<Tensor<1>> =
-            self.buffers.iter().map(|b| b.clone().square().sum()).collect();
+        let mut sums: Vec<Tensor<1>> = self
+            .buffers
+            .iter()
+            .map(|b| b.clone().square().sum())
+            .collect();
         match sums.len() {
             1 => sums.remove(0),
             _ => Tensor::cat(sums, 0).sum(),
@@ -251,7 +256,11 @@ impl FlatGradient {
 
     /// Every element times `factor`.
     pub fn mul_scalar(self, factor: f64) -> Self {
-        let buffers = self.buffers.into_iter().map(|b| b.mul_scalar(factor)).collect();
+        let buffers = self
+            .buffers
+            .into_iter()
+            .map(|b| b.mul_scalar(factor))
+            .collect();
         Self { buffers }
     }
 }
@@ -305,7 +314,11 @@ impl FlatAdamW {
     /// One AdamW step with learning rate `lr` and `gradient`; returns the model with its
     /// parameters the views of the new masters.
     pub fn step(&mut self, lr: f64, model: MaskedLm, gradient: FlatGradient) -> MaskedLm {
-        let buffers = self.masters.drain(..).zip(gradient.buffers).zip(&mut self.states);
+        let buffers = self
+            .masters
+            .drain(..)
+            .zip(gradient.buffers)
+            .zip(&mut self.states);
         let stepped: Vec<Tensor<1>> = buffers
             .map(|((master, gradient), state)| {
                 let (master, next) = self.adamw.step(lr, master, gradient, state.take());
@@ -389,7 +402,9 @@ impl Record {
         let mut times = BTreeMap::new();
         for (key, value) in reader.scalars() {
             if let Some(id) = key.strip_suffix(".momentum.time") {
-                let id = id.parse().map_err(|_| error(format!("scalar {key}: no id")))?;
+                let id = id
+                    .parse()
+                    .map_err(|_| error(format!("scalar {key}: no id")))?;
                 let time = usize::try_from(*value)
                     .map_err(|_| error(format!("scalar {key}: not a step count")))?;
                 times.insert(id, time);
@@ -408,7 +423,8 @@ impl Record {
             if dtype != DType::F32 {
                 return Err(error(format!("tensor {name}: {dtype:?}, expected F32")));
             }
-            moments.entry(id).or_default()[index] = Some(TensorData::from_bytes(bytes, shape, dtype));
+            moments.entry(id).or_default()[index] =
+                Some(TensorData::from_bytes(bytes, shape, dtype));
         }
         Ok(Self { moments, times })
     }
@@ -420,19 +436,23 @@ impl Record {
             if !fused.parts.iter().all(|id| self.moments.contains_key(id)) {
                 continue;
             }
-            let parts = fused.parts.map(|id| self.moments.remove(&id).expect("checked"));
+            let parts = fused
+                .parts
+                .map(|id| self.moments.remove(&id).expect("checked"));
             let mut moments: [Option<TensorData>; 2] = [None, None];
             for (index, moment) in moments.iter_mut().enumerate() {
                 let pieces: Option<Vec<TensorData>> =
                     parts.iter().map(|part| part[index].clone()).collect();
                 if let Some(pieces) = pieces {
-                    let whole = legacy::concat(&pieces, fused.dim)
-                        .map_err(|e| error(format!("AdamW state of parameter {}: {e}", fused.id)))?;
+                    let whole = legacy::concat(&pieces, fused.dim).map_err(|e| {
+                        error(format!("AdamW state of parameter {}: {e}", fused.id))
+                    })?;
                     *moment = Some(whole);
                 }
             }
             self.moments.insert(fused.id, moments);
-            let times: Vec<Option<usize>> = fused.parts.iter().map(|id| self.times.remove(id)).collect();
+            let times: Vec<Option<usize>> =
+                fused.parts.iter().map(|id| self.times.remove(id)).collect();
             if let Some(Some(time)) = times.first()
                 && times.iter().all(|t| *t == Some(*time))
             {
@@ -454,19 +474,27 @@ impl Record {
             return Ok(layout.buffers.iter().map(|_| None).collect());
         }
         let error = |message: String| TrainError::checkpoint(path, message);
-        let mut flat: Vec<[Vec<f32>; 2]> =
-            (layout.buffers.iter()).map(|&len| [vec![0f32; len], vec![0f32; len]]).collect();
+        let mut flat: Vec<[Vec<f32>; 2]> = (layout.buffers.iter())
+            .map(|&len| [vec![0f32; len], vec![0f32; len]])
+            .collect();
         let mut time = None;
         for slot in &layout.slots {
             let id = slot.id.val();
-            let missing = || error(format!("no AdamW state for parameter {} (id {id})", slot.path));
+            let missing = || {
+                error(format!(
+                    "no AdamW state for parameter {} (id {id})",
+                    slot.path
+                ))
+            };
             let moments = self.moments.remove(&id).ok_or_else(missing)?;
             for (target, moment) in flat[slot.buffer].iter_mut().zip(moments) {
                 let moment = moment.ok_or_else(missing)?;
                 if moment.shape().as_slice() != slot.shape.as_slice() {
                     return Err(error(format!(
                         "AdamW state of {} has shape {:?}, the parameter {:?}",
-                        slot.path, moment.shape(), slot.shape
+                        slot.path,
+                        moment.shape(),
+                        slot.shape
                     )));
                 }
                 let values = moment.as_slice::<f32>().expect("checked F32");
@@ -483,7 +511,9 @@ impl Record {
             time = Some(this);
         }
         if let Some(id) = self.moments.keys().next() {
-            return Err(error(format!("AdamW state for parameter id {id}, which the model does not have")));
+            return Err(error(format!(
+                "AdamW state for parameter id {id}, which the model does not have"
+            )));
         }
         let state = |[moment_1, moment_2]: [Vec<f32>; 2]| {
             let tensor = |values: Vec<f32>| {

@@ -78,9 +78,10 @@ pub fn step_deviation(
         precision,
         ..recipe
     };
-    let initial: std::collections::HashMap<String, Vec<f32>> = hf_parameters(&model, &backbone.tensor_names)
-        .map(|(name, data)| (name, f32_values(data)))
-        .collect();
+    let initial: std::collections::HashMap<String, Vec<f32>> =
+        hf_parameters(&model, &backbone.tensor_names)
+            .map(|(name, data)| (name, f32_values(data)))
+            .collect();
     let mut trainer = Trainer::new(model, recipe);
     let teacher = match expected.names().contains(&"teacher") {
         true => Some(tensor("teacher")?.1.iter().map(|&v| v as f32).collect()),
@@ -117,11 +118,10 @@ pub fn step_deviation(
         params_named: initial.len(),
         update_rel_l2: f64::NAN,
     };
-    let trained =
-        hf_parameters(&trainer.model, &backbone.tensor_names).map(|(name, data)| {
-            let before = &initial[&name];
-            (name, data, before)
-        });
+    let trained = hf_parameters(&trainer.model, &backbone.tensor_names).map(|(name, data)| {
+        let before = &initial[&name];
+        (name, data, before)
+    });
     compare_parameters(&mut deviation, trained, &tensor)?;
     Ok(deviation)
 }
@@ -133,7 +133,10 @@ fn hf_parameters(
     names: &lsr_backbone::TensorNames,
 ) -> impl Iterator<Item = (String, burn::tensor::TensorData)> {
     (parameter_values(model, names).into_iter()).flat_map(|(path, data)| {
-        names.get(&path).expect("every parameter is named").split(data)
+        names
+            .get(&path)
+            .expect("every parameter is named")
+            .split(data)
     })
 }
 

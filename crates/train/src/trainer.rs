@@ -97,10 +97,7 @@ impl Trainer {
         launches::enter(&device, Label::forward(Region::GradientNorm));
         let mut gradient = self.optimizer.flat_gradient(&self.model, &gradients);
         drop(gradients);
-        let grad_norm = (gradient.square_sum())
-            .into_scalar::<f32>()
-            .to_f64()
-            .sqrt();
+        let grad_norm = (gradient.square_sum()).into_scalar::<f32>().to_f64().sqrt();
         if let Some(max_norm) = r.max_grad_norm
             && grad_norm > max_norm
         {

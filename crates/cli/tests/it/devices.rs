@@ -182,7 +182,10 @@ fn a_device_that_cannot_start_is_retired_once_and_the_other_runs_every_cell() {
         .count();
     assert_eq!(retired, 1, "{stderr}");
     for cell in ["bert-k1", "modernbert-k1"] {
-        assert!(stderr.contains(&format!("{cell}\tflex\tdone\t")), "{stderr}");
+        assert!(
+            stderr.contains(&format!("{cell}\tflex\tdone\t")),
+            "{stderr}"
+        );
         assert!(!stderr.contains(&format!("{cell}\tcuda:99")), "{stderr}");
     }
     let status = inputs.stdout(&["matrix", "status", matrix]);

@@ -94,7 +94,8 @@ fn vectors_do_not_depend_on_where_the_model_was() {
             let dir = root.path().join(place);
             std::fs::create_dir_all(&dir).unwrap();
             for file in ["config.json", "model.safetensors", "tokenizer.json"] {
-                std::fs::copy(fixtures_dir().join("modernbert").join(file), dir.join(file)).unwrap();
+                std::fs::copy(fixtures_dir().join("modernbert").join(file), dir.join(file))
+                    .unwrap();
             }
             let backbone = Backbone::load(dir.to_str().unwrap(), &Device::flex(), 64).unwrap();
             let k = Scale::new(4.0).unwrap();
@@ -108,7 +109,10 @@ fn vectors_do_not_depend_on_where_the_model_was() {
     let queries = root.path().join("first/model/out/queries.vectors");
     let recorded = lsr_eval::vectors::recorded(&queries).unwrap();
     let model = recorded.expect("an LSRVEC3 file records its model").model;
-    assert!(model.starts_with("sha256:") && model.ends_with(" k=4"), "{model}");
+    assert!(
+        model.starts_with("sha256:") && model.ends_with(" k=4"),
+        "{model}"
+    );
 }
 
 #[test]

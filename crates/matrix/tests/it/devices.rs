@@ -29,7 +29,10 @@ fn matrix_with_workers(root: &Path, script: &str) -> (PathBuf, Matrix, PathBuf) 
     let lsr = root.join("lsr");
     let head = "#!/bin/bash\ncell=${@: -3:1}\ndevice=${@: -1}\n";
     std::fs::write(&lsr, format!("{head}{script}")).unwrap();
-    let chmod = std::process::Command::new("chmod").arg("+x").arg(&lsr).status();
+    let chmod = std::process::Command::new("chmod")
+        .arg("+x")
+        .arg(&lsr)
+        .status();
     assert!(chmod.unwrap().success());
     (file, matrix, lsr)
 }
@@ -120,7 +123,10 @@ fn a_failing_device_is_retired_and_its_cells_go_to_the_others() {
         .collect();
     assert_eq!(
         retired,
-        [("cuda:9", "the device could not start"), ("wgpu:1", "out of memory")]
+        [
+            ("cuda:9", "the device could not start"),
+            ("wgpu:1", "out of memory")
+        ]
     );
     let mut ran: Vec<(&str, &str)> = (run.worked.iter())
         .map(|w| (w.cell.as_str(), w.device.as_str()))
@@ -137,5 +143,8 @@ fn a_failing_device_is_retired_and_its_cells_go_to_the_others() {
     }
     assert!(run.left.is_empty(), "{:?}", run.left);
     let record = std::fs::read_to_string(matrix.results.join(RETIRED)).unwrap();
-    assert!(record.contains("cuda:9") && record.contains("wgpu:1"), "{record}");
+    assert!(
+        record.contains("cuda:9") && record.contains("wgpu:1"),
+        "{record}"
+    );
 }

@@ -42,7 +42,9 @@ fn weights(model: &MaskedLm) -> Vec<Vec<u8>> {
 /// The gradients of a loss that reaches every parameter, on a batch that varies by step.
 fn gradients(model: &MaskedLm, step: usize) -> GradientsParams {
     let device = model.device();
-    let ids: Vec<i64> = (0..2 * 12).map(|i| ((i * 7 + step * 3) % 90 + 5) as i64).collect();
+    let ids: Vec<i64> = (0..2 * 12)
+        .map(|i| ((i * 7 + step * 3) % 90 + 5) as i64)
+        .collect();
     let ids = Tensor::<2, Int>::from_data(TensorData::new(ids, [2, 12]), &device);
     let mask = Tensor::<2, Int>::ones([2, 12], &device);
     let loss = encode_pooled(model, ids, mask).square().sum();
@@ -111,7 +113,10 @@ fn contents(path: &Path) -> Contents {
     let tensors = (reader.into_tensors().unwrap().into_iter())
         .map(|t| {
             let (name, dtype, shape, id, bytes) = t.into_parts().unwrap();
-            (name, (format!("{dtype:?}"), shape.to_vec(), id, bytes.to_vec()))
+            (
+                name,
+                (format!("{dtype:?}"), shape.to_vec(), id, bytes.to_vec()),
+            )
         })
         .collect();
     Contents {
@@ -133,14 +138,23 @@ fn with_qkv_joined(mut record: Contents) -> Contents {
         for field in ["moment_1", "moment_2"] {
             let parts: Vec<TensorData> = (ids.iter())
                 .map(|id| {
-                    let (_, shape, _, bytes) =
-                        record.tensors.remove(&format!("{id}.momentum.{field}")).unwrap();
+                    let (_, shape, _, bytes) = record
+                        .tensors
+                        .remove(&format!("{id}.momentum.{field}"))
+                        .unwrap();
                     TensorData::from_bytes_vec(bytes, shape, burn::tensor::DType::F32)
                 })
                 .collect();
             let joined = legacy::concat(&parts, split.dim).unwrap();
-            let entry = ("F32".into(), joined.shape().to_vec(), Some(ids[0]), joined.into_bytes().to_vec());
-            record.tensors.insert(format!("{}.momentum.{field}", ids[0]), entry);
+            let entry = (
+                "F32".into(),
+                joined.shape().to_vec(),
+                Some(ids[0]),
+                joined.into_bytes().to_vec(),
+            );
+            record
+                .tensors
+                .insert(format!("{}.momentum.{field}", ids[0]), entry);
         }
         for id in &ids[1..] {
             record.metadata.remove(&id.to_string());
@@ -170,9 +184,17 @@ fn a_per_parameter_record_is_read_and_written_again_with_q_k_v_joined() {
     let saved = dir.path().join("optimizer.bpk");
     restore(&checkpoint).optimizer.save(&saved).unwrap();
     let before = contents(&checkpoint.join("optimizer.bpk"));
-    assert_eq!(before.tensors.len(), 2 * 42, "the fixture's BERT has 42 parameters");
+    assert_eq!(
+        before.tensors.len(),
+        2 * 42,
+        "the fixture's BERT has 42 parameters"
+    );
     let after = contents(&saved);
-    assert_eq!(after.tensors.len(), 2 * (42 - 2 * 4), "two layers' q, k, v joined");
+    assert_eq!(
+        after.tensors.len(),
+        2 * (42 - 2 * 4),
+        "two layers' q, k, v joined"
+    );
     let expected = with_qkv_joined(before);
     assert!(expected.tensors == after.tensors, "tensors differ");
     assert_eq!(expected.scalars, after.scalars, "scalars differ");
@@ -187,5 +209,8 @@ fn a_per_parameter_record_is_read_and_written_again_with_q_k_v_joined() {
     let written = lsr_train::checkpoint::save(again.path(), &trainer, &state, "", 1).unwrap();
     let resaved = dir.path().join("again.bpk");
     restore(&written).optimizer.save(&resaved).unwrap();
-    assert!(contents(&resaved) == after, "the flat record did not read back unchanged");
+    assert!(
+        contents(&resaved) == after,
+        "the flat record did not read back unchanged"
+    );
 }

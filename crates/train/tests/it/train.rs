@@ -349,8 +349,13 @@ fn a_checkpoint_of_the_per_parameter_optimiser_resumes() {
     // The script's, which keeps burn's default; it changes no step.
     config.recipe.keep_checkpoints = 2;
     let written = std::fs::read_to_string(fixture.join("step-00000005/config.toml")).unwrap();
-    let recipe = |toml: &str| toml[toml.find("[recipe]").unwrap()..toml.find("[data]").unwrap()].to_string();
-    assert_eq!(recipe(&written), recipe(&config.to_toml()), "the fixture's recipe");
+    let recipe =
+        |toml: &str| toml[toml.find("[recipe]").unwrap()..toml.find("[data]").unwrap()].to_string();
+    assert_eq!(
+        recipe(&written),
+        recipe(&config.to_toml()),
+        "the fixture's recipe"
+    );
     copy_dir(
         &fixture.join("step-00000005"),
         &dir.path().join("checkpoints/step-00000005"),
@@ -362,7 +367,12 @@ fn a_checkpoint_of_the_per_parameter_optimiser_resumes() {
         let mut all: Vec<(String, Vec<f32>)> = (file.tensors().into_iter())
             .map(|(name, view)| {
                 let values = view.data().chunks_exact(4);
-                (name, values.map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect())
+                (
+                    name,
+                    values
+                        .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+                        .collect(),
+                )
             })
             .collect();
         all.sort_by(|a, b| a.0.cmp(&b.0));
@@ -373,7 +383,10 @@ fn a_checkpoint_of_the_per_parameter_optimiser_resumes() {
     assert_eq!(expected.len(), found.len());
     let bound = config.recipe.lr as f32 / 20.0;
     for ((name, want), (_, got)) in expected.iter().zip(&found) {
-        let off = want.iter().zip(got).fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+        let off = want
+            .iter()
+            .zip(got)
+            .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
         assert!(off <= bound, "{name}: {off} off, more than {bound}");
     }
 }
@@ -677,7 +690,12 @@ fn validation_passes_are_logged_and_the_best_one_is_kept() {
     assert_eq!(column(&log, "step"), vec![2.0, 4.0, 6.0]);
     assert_eq!(column(&log, "val_ndcg@10"), vec![0.3, 0.5, 0.5]);
     // Foreseen as logged, so with every metric.
-    for name in ["flops", "positive_score", "negative_score", "max_activation"] {
+    for name in [
+        "flops",
+        "positive_score",
+        "negative_score",
+        "max_activation",
+    ] {
         assert!(column(&log, name).iter().all(|v| v.is_finite()), "{name}");
     }
     let status = StatusFile::read(dir.path()).unwrap().unwrap();
