@@ -266,6 +266,9 @@ pub struct Backbone {
     pub tensor_names: TensorNames,
     /// The files its weights were read from (none for random weights).
     pub weight_files: Vec<PathBuf>,
+    /// Their SHA-256, once asked for ([`Backbone::content_id`]): an evaluation of many data
+    /// sets asks once per data set.
+    weights_sha256: std::sync::OnceLock<String>,
 }
 
 impl Backbone {
@@ -307,6 +310,7 @@ impl Backbone {
             tokenizer,
             tensor_names,
             weight_files: weights.files(),
+            weights_sha256: std::sync::OnceLock::new(),
         })
     }
 
@@ -316,15 +320,17 @@ impl Backbone {
     /// copies of one model in two directories have one identity, and files that record it
     /// (vectors) come out the same.
     pub fn content_id(&self) -> Result<String> {
-        let digest = |path: &PathBuf| Ok(lsr_files::digest::FileDigest::of(path)?.sha256);
-        let digests = self
-            .weight_files
-            .iter()
-            .map(digest)
-            .collect::<Result<Vec<_>>>()?;
-        let sha256 = match digests.as_slice() {
-            [one] => one.clone(),
-            several => lsr_files::digest::sha256_hex(several.join("\n").as_bytes()),
+        let sha256 = match self.weights_sha256.get() {
+            Some(sha256) => sha256,
+            None => {
+                let digest = |path: &PathBuf| Ok(lsr_files::digest::FileDigest::of(path)?.sha256);
+                let digests = (self.weight_files.iter().map(digest)).collect::<Result<Vec<_>>>()?;
+                let sha256 = match digests.as_slice() {
+                    [one] => one.clone(),
+                    several => lsr_files::digest::sha256_hex(several.join("\n").as_bytes()),
+                };
+                self.weights_sha256.get_or_init(|| sha256)
+            }
         };
         let rescaled = self.model.rescaled.as_ref();
         let k = rescaled.map_or(1.0, |r| r.k.get());

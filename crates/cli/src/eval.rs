@@ -4,7 +4,6 @@
 //! worker process, before retrieving once.
 
 use std::cell::RefCell;
-use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, ExitStatus};
 
@@ -20,7 +19,7 @@ use lsr_eval::{EvalError, Measure};
 use lsr_files::layout::dataset_dir;
 use lsr_files::lock::{EVAL_LOCK, eval_part_lock};
 use lsr_files::stop::{INTERRUPTED_EXIT_CODE, Workers, forward_stops, requested, stop_on_signals};
-use lsr_files::workers::{Blame, Job, output_of, run_jobs};
+use lsr_files::workers::{Blame, Job, Queue, output_of, run_jobs};
 use lsr_files::{FileError, OutputLock, resolved};
 
 use crate::model::ModelArgs;
@@ -176,34 +175,22 @@ fn encode_on_devices(args: &EvalArgs, workers: &Workers) -> Result<Parts> {
             log: args.output.join(format!("part-{index}-of-{count}.log")),
         }
     };
-    let queue: RefCell<VecDeque<usize>> = RefCell::new((0..count).collect());
-    let tried: RefCell<HashMap<usize, HashSet<usize>>> = RefCell::default();
+    let queue = RefCell::new(Queue::new(0..count, count));
     let mut ended: Vec<(String, ExitStatus, PathBuf)> = Vec::new();
     let next = |slot: usize| -> Result<Option<Job>, FileError> {
-        let tried = tried.borrow();
-        let mut queue = queue.borrow_mut();
-        let untried = |index: &usize| tried.get(index).is_none_or(|slots| !slots.contains(&slot));
-        let taken = queue
-            .iter()
-            .position(untried)
-            .and_then(|at| queue.remove(at));
+        let taken = queue.borrow_mut().take(slot);
         Ok(taken.map(|index| part(index, &args.devices[slot])))
     };
     let end = |slot: usize, job: Job, status: ExitStatus| {
         let blame = device_blame(status, &output_of(&job, &args.devices[slot]));
-        let index = part_index(&job.name);
-        if let Blame::Device(why) = &blame {
-            let mut tried = tried.borrow_mut();
-            let failed_on = tried.entry(index).or_default();
-            failed_on.insert(slot);
-            if failed_on.len() < count {
-                eprintln!(
-                    "{} on {}: {why}; another device takes it",
-                    job.name, args.devices[slot]
-                );
-                queue.borrow_mut().push_front(index);
-                return blame;
-            }
+        if let Blame::Device(why) = &blame
+            && queue.borrow_mut().retry(part_index(&job.name), slot)
+        {
+            eprintln!(
+                "{} on {}: {why}; another device takes it",
+                job.name, args.devices[slot]
+            );
+            return blame;
         }
         ended.push((args.devices[slot].clone(), status, job.log));
         blame

@@ -6,6 +6,7 @@
 //! device could not start, or whose last two jobs failed for reasons of the device, is retired:
 //! it gets no more jobs, and the others finish the work.
 
+use std::collections::VecDeque;
 use std::fs::OpenOptions;
 use std::io::Write;
 use std::os::unix::process::CommandExt;
@@ -41,6 +42,56 @@ pub enum Blame {
 pub struct Retired {
     pub slot: String,
     pub reason: String,
+}
+
+/// The items (cells, corpus parts) waiting for a slot. One whose job failed for reasons of its
+/// slot's device waits, first in line, for a slot whose device has not failed it.
+pub struct Queue<T> {
+    waiting: VecDeque<T>,
+    /// Per item, the slots whose devices failed it.
+    failed: Vec<(T, Vec<usize>)>,
+    slots: usize,
+}
+
+impl<T: Clone + PartialEq> Queue<T> {
+    pub fn new(items: impl IntoIterator<Item = T>, slots: usize) -> Self {
+        Self {
+            waiting: items.into_iter().collect(),
+            failed: Vec::new(),
+            slots,
+        }
+    }
+
+    /// The first waiting item `slot` has not failed.
+    pub fn take(&mut self, slot: usize) -> Option<T> {
+        let failed = &self.failed;
+        let untried = |item: &T| !failed.iter().any(|(f, on)| f == item && on.contains(&slot));
+        let position = self.waiting.iter().position(untried)?;
+        self.waiting.remove(position)
+    }
+
+    /// Puts `item`, which `slot`'s device failed, back first in line; `false` (and not back)
+    /// when every slot's device has failed it.
+    pub fn retry(&mut self, item: T, slot: usize) -> bool {
+        let on = match self.failed.iter_mut().find(|(f, _)| *f == item) {
+            Some((_, on)) => on,
+            None => {
+                self.failed.push((item.clone(), Vec::new()));
+                &mut self.failed.last_mut().expect("just pushed").1
+            }
+        };
+        on.push(slot);
+        if on.len() >= self.slots {
+            return false;
+        }
+        self.waiting.push_front(item);
+        true
+    }
+
+    /// The items no slot took.
+    pub fn into_waiting(self) -> VecDeque<T> {
+        self.waiting
+    }
 }
 
 /// Whether a worker ended because its device could not start ([`DEVICE_EXIT_CODE`]).

@@ -9,14 +9,13 @@
 //! keeps failing is retired.
 
 use std::cell::RefCell;
-use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::PathBuf;
 use std::process::{Command, ExitStatus};
 
 use lsr_compute::device::device_blame;
 use lsr_files::layout::FAILURE;
 use lsr_files::stop::{INTERRUPTED_EXIT_CODE, Workers};
-use lsr_files::workers::{Blame, Job, Retired, output_of, run_jobs};
+use lsr_files::workers::{Blame, Job, Queue, Retired, output_of, run_jobs};
 use lsr_files::{CellState, resolved};
 
 use crate::cell::Cell;
@@ -73,15 +72,14 @@ pub fn run_on_devices(matrix: &Matrix, run: &DeviceRun, workers: &Workers) -> Re
         force: run.force,
         k_from_probe: run.k_from_probe,
     };
-    let queue: RefCell<VecDeque<&Cell>> = RefCell::new(selected(matrix, &options)?.into());
-    // Per cell, the devices that failed it for reasons of their own.
-    let tried: RefCell<HashMap<String, HashSet<String>>> = RefCell::default();
+    let cells = selected(matrix, &options)?
+        .into_iter()
+        .map(|cell| cell.id.as_str());
+    let queue = RefCell::new(Queue::new(cells, run.devices.len()));
     let mut worked = Vec::new();
     let next = |slot: usize| -> Result<Option<Job>> {
         let device = &run.devices[slot];
-        let tried = tried.borrow();
-        let untried = |cell: &&Cell| tried.get(&cell.id).is_none_or(|d| !d.contains(device));
-        let Some(cell) = next_cell(&mut queue.borrow_mut(), run.force, untried)? else {
+        let Some(cell) = next_cell(matrix, &mut queue.borrow_mut(), slot, run.force)? else {
             return Ok(None);
         };
         eprintln!(
@@ -95,15 +93,11 @@ pub fn run_on_devices(matrix: &Matrix, run: &DeviceRun, workers: &Workers) -> Re
         let cell = matrix.cell(&job.name).expect("a cell of the matrix");
         let device = &run.devices[slot];
         let blame = device_blame(status, &output_of(&job, device));
-        if let Blame::Device(why) = &blame {
-            let mut tried = tried.borrow_mut();
-            let failed_on = tried.entry(cell.id.clone()).or_default();
-            failed_on.insert(device.clone());
-            if run.devices.iter().any(|d| !failed_on.contains(d)) {
-                eprintln!("== {} on {device}: {why}; another device takes it", cell.id);
-                queue.borrow_mut().push_front(cell);
-                return blame;
-            }
+        if let Blame::Device(why) = &blame
+            && queue.borrow_mut().retry(cell.id.as_str(), slot)
+        {
+            eprintln!("== {} on {device}: {why}; another device takes it", cell.id);
+            return blame;
         }
         worked.push(end(cell, device, job.log, status));
         blame
@@ -113,7 +107,8 @@ pub fn run_on_devices(matrix: &Matrix, run: &DeviceRun, workers: &Workers) -> Re
         write_json(&record, &retired_json(&retired))?;
     }
     let mut left = Vec::new();
-    for cell in queue.into_inner() {
+    for id in queue.into_inner().into_waiting() {
+        let cell = matrix.cell(id)?;
         if !matches!(cell.state()?, CellState::Done | CellState::Collapsed) {
             left.push(cell.id.clone());
         }
@@ -160,18 +155,18 @@ fn remove_if_there(path: &std::path::Path) -> Result<()> {
     }
 }
 
-/// The next cell of `queue` to run: not done (unless forced). Whether another process holds
-/// it is the worker's to find, through the cell's lock: a process on another node (`lsr matrix
-/// slurm --gpus-per-node`) has a process id this one cannot check.
-/// `fits`: whether this device may take the cell (one that failed it for reasons of the device
-/// stays in the queue for the others).
+/// The next cell of `queue` that `slot` may run: not done (unless forced), and not one its
+/// device failed. Whether another process holds it is the worker's to find, through the cell's
+/// lock: a process on another node (`lsr matrix slurm --gpus-per-node`) has a process id this
+/// one cannot check.
 fn next_cell<'m>(
-    queue: &mut VecDeque<&'m Cell>,
+    matrix: &'m Matrix,
+    queue: &mut Queue<&'m str>,
+    slot: usize,
     force: bool,
-    fits: impl Fn(&&'m Cell) -> bool,
 ) -> Result<Option<&'m Cell>> {
-    while let Some(position) = queue.iter().position(&fits) {
-        let cell = queue.remove(position).expect("a position in the queue");
+    while let Some(id) = queue.take(slot) {
+        let cell = matrix.cell(id)?;
         let state = cell.state()?;
         if matches!(state, CellState::Done | CellState::Collapsed) && !force {
             tracing::info!("{}: {state}, skipped", cell.id);

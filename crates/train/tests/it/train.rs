@@ -132,14 +132,7 @@ fn a_hugely_scaled_up_head_collapses_and_the_collapse_is_recorded() {
     // ×1e39 puts the logits past f32's range: the scores are infinite and the loss NaN.
     cell.model.k = Scale::new(1e-39).unwrap();
     let outcome = train(&cell, false).unwrap();
-    let Outcome::Collapsed {
-        step,
-        reason,
-        model,
-    } = outcome
-    else {
-        panic!("expected a collapse, got {outcome:?}");
-    };
+    let (step, reason, model) = collapsed(outcome);
     assert_eq!(step, 1);
     assert!(reason.contains("non-finite loss"), "{reason}");
     assert_eq!(model, None, "non-finite weights are not exported");
@@ -174,14 +167,7 @@ fn a_run_whose_documents_die_collapses_with_its_model_exported() {
     cell.recipe.collapse_patience = 2;
     cell.recipe.log_every = 1000;
     let outcome = train(&cell, false).unwrap();
-    let Outcome::Collapsed {
-        step,
-        reason,
-        model,
-    } = outcome
-    else {
-        panic!("expected a collapse, got {outcome:?}");
-    };
+    let (step, reason, model) = collapsed(outcome);
     assert!(reason.contains("all document vectors zero"), "{reason}");
     // The collapse is logged off `log_every`: with what every step computes (the losses and
     // L0s), and NaN for what only a logged step does.
@@ -651,9 +637,7 @@ fn dead_validation_vectors_collapse_the_run_at_the_first_dead_pass() {
     cell.validation = Some(validation_every(dir.path(), 2, 2));
     let mut validator = Dying(vec![20.0, 0.0, 0.0, 20.0]);
     let outcome = train_validated(&cell, false, Some(&mut validator)).unwrap();
-    let Outcome::Collapsed { step, reason, .. } = outcome else {
-        panic!("expected a collapse, got {outcome:?}")
-    };
+    let (step, reason, _) = collapsed(outcome);
     assert_eq!(step, 4, "{reason}");
     assert!(reason.contains("2 consecutive passes"), "{reason}");
     let status = StatusFile::read(dir.path()).unwrap().unwrap();
@@ -726,4 +710,17 @@ fn a_second_writer_on_a_running_output_is_refused_naming_the_first() {
     );
     drop(held);
     finished_model(train(&config(dir.path(), "bert", 3), true).unwrap());
+}
+
+/// The step, reason and exported model of a collapsed run; any other outcome fails the test.
+fn collapsed(outcome: Outcome) -> (usize, String, Option<std::path::PathBuf>) {
+    let Outcome::Collapsed {
+        step,
+        reason,
+        model,
+    } = outcome
+    else {
+        panic!("expected a collapse, got {outcome:?}");
+    };
+    (step, reason, model)
 }
