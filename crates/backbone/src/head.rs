@@ -14,7 +14,7 @@ use crate::weights::{Init, Weights};
 use lsr_compute::launches::{Region, mark};
 use lsr_compute::norm::LayerNorm;
 use lsr_compute::norm::add_rows;
-use lsr_compute::precision::{linear, matmul_transposed};
+use lsr_compute::precision::{linear, matmul_transposed, param_in};
 
 /// The HF names of one family's head tensors, from the checkpoint root.
 pub struct HeadNames {
@@ -136,10 +136,10 @@ impl MlmHead {
     pub fn forward(
         &self,
         hidden: Tensor<3>,
-        tied_embeddings: Tensor<2>,
+        tied_embeddings: &Param<Tensor<2>>,
         dtype: DType,
     ) -> Tensor<3> {
-        let decoder = self.decoder_or(tied_embeddings);
+        let decoder = param_in(self.decoder_param(tied_embeddings), dtype);
         let vocab = decoder.dims()[0];
         let [batch, len, _] = hidden.dims();
         let flat = self.flat_transform(hidden, dtype);
@@ -160,12 +160,13 @@ impl MlmHead {
     pub fn forward_max(
         &self,
         hidden: Tensor<3>,
-        tied_embeddings: Tensor<2>,
+        tied_embeddings: &Param<Tensor<2>>,
         dtype: DType,
         tile: usize,
         max: impl Fn(Tensor<3>) -> Tensor<2>,
     ) -> Tensor<2> {
-        let decoder = self.decoder_or(tied_embeddings);
+        // Cast whole, then sliced: one cast of the decoder, not one per tile.
+        let decoder = param_in(self.decoder_param(tied_embeddings), dtype);
         let vocab = decoder.dims()[0];
         let [batch, len, _] = hidden.dims();
         let flat = self.flat_transform(hidden, dtype);
@@ -192,15 +193,16 @@ impl MlmHead {
     /// `rows + bias[terms]` for rows of `|terms|` logits (or their maxima), in `rows`' dtype.
     fn add_bias(&self, rows: Tensor<2>, terms: std::ops::Range<usize>, dtype: DType) -> Tensor<2> {
         match &self.bias {
-            Some(bias) => add_rows(rows, bias.val().slice_dim(0, terms).cast(dtype)),
+            Some(bias) => add_rows(rows, param_in(bias, dtype).slice_dim(0, terms)),
             None => rows,
         }
     }
 
-    pub fn decoder_or(&self, tied_embeddings: Tensor<2>) -> Tensor<2> {
-        match &self.decoder {
-            Some(decoder) => decoder.val(),
-            None => tied_embeddings,
-        }
+    /// The decoder's parameter: its own, or the tied word embeddings.
+    pub fn decoder_param<'a>(
+        &'a self,
+        tied_embeddings: &'a Param<Tensor<2>>,
+    ) -> &'a Param<Tensor<2>> {
+        self.decoder.as_ref().unwrap_or(tied_embeddings)
     }
 }

@@ -94,12 +94,14 @@ pub struct Rope {
 impl Rope {
     /// Tables for positions `0..len`. `ntk_factor` applies GTE's static NTK scaling
     /// (`base · factor`, then `inv_freq / factor^(2/dim)`). Computed in f32 as HF does, so
-    /// parity holds at large positions too.
+    /// parity holds at large positions too, and held in `dtype`, that of the queries and keys
+    /// they rotate.
     pub fn new(
         len: usize,
         dim: usize,
         theta: f64,
         ntk_factor: Option<f64>,
+        dtype: DType,
         device: &Device,
     ) -> Self {
         let base = (theta * ntk_factor.unwrap_or(1.0)) as f32;
@@ -117,8 +119,11 @@ impl Rope {
                 sin.push(angle.sin());
             }
         }
+        // Rounded to `dtype` on the host (HF casts its f32 tables to the queries' dtype): no
+        // cast per layer on the device.
         let table = |v| {
-            Tensor::<2>::from_data(TensorData::new(v, [len, dim]), device).reshape([1, 1, len, dim])
+            let data = TensorData::new(v, [len, dim]).convert_dtype(dtype);
+            Tensor::<2>::from_data(data, device).reshape([1, 1, len, dim])
         };
         Self {
             cos: table(cos),

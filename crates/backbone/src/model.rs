@@ -15,7 +15,7 @@ use crate::hf_names::TensorNames;
 use crate::tokenizer::TextTokenizer;
 use crate::weights::Weights;
 use lsr_compute::launches::{self, Label, Region};
-use lsr_compute::precision::Precision;
+use lsr_compute::precision::{Precision, casting_once};
 
 /// How `rescale_mlm_head` treats a decoder tied to the word embeddings.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -157,8 +157,10 @@ impl MaskedLm {
     /// compute dtype of the model's precision (bf16 under `bf16-mixed`).
     pub fn forward(&self, ids: Tensor<2, Int>, mask: Tensor<2, Int>) -> Tensor<3> {
         let dtype = self.precision.compute();
-        let hidden = self.encoder.forward(ids, mask, dtype);
-        self.head.forward(hidden, self.tied_embeddings(), dtype)
+        casting_once(|| {
+            let hidden = self.encoder.forward(ids, mask, dtype);
+            self.head.forward(hidden, self.tied_param(), dtype)
+        })
     }
 
     /// `max` over tokens of the MLM logits per vocabulary tile (`MlmHead::forward_max`):
@@ -173,9 +175,11 @@ impl MaskedLm {
     ) -> Tensor<2> {
         let dtype = self.precision.compute();
         launches::enter(&self.device(), Label::forward(Region::Embedding));
-        let hidden = self.encoder.forward(ids, mask, dtype);
-        self.head
-            .forward_max(hidden, self.tied_embeddings(), dtype, tile, max)
+        casting_once(|| {
+            let hidden = self.encoder.forward(ids, mask, dtype);
+            self.head
+                .forward_max(hidden, self.tied_param(), dtype, tile, max)
+        })
     }
 
     /// The device the parameters live on.
@@ -184,12 +188,16 @@ impl MaskedLm {
     }
 
     fn tied_embeddings(&self) -> Tensor<2> {
-        self.encoder.word_embeddings().weight.val()
+        self.tied_param().val()
+    }
+
+    fn tied_param(&self) -> &Param<Tensor<2>> {
+        &self.encoder.word_embeddings().weight
     }
 
     /// The decoder projection `[vocab, dim]` the logits are computed with.
     pub fn decoder_matrix(&self) -> Tensor<2> {
-        self.head.decoder_or(self.tied_embeddings())
+        self.head.decoder_param(self.tied_param()).val()
     }
 
     pub fn is_tied(&self) -> bool {

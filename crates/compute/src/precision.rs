@@ -4,7 +4,13 @@
 //! dtypes panics, so every layer runs its linear maps and residual additions through the helpers
 //! here (attention widens its own scores: `layers::attend`), which cast operands to the compute
 //! dtype; in f32 each cast is a no-op and the f32 path is the one the parity tests check.
+//! Within [`casting_once`] a parameter is cast once, however often it is used (PyTorch's autocast
+//! keeps the same cache of cast weights).
 
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+use burn::module::{Param, ParamId};
 use burn::nn::Linear;
 use burn::prelude::*;
 use burn::tensor::DType;
@@ -62,6 +68,57 @@ impl std::fmt::Display for Precision {
     }
 }
 
+thread_local! {
+    /// The parameters cast inside the outermost [`casting_once`] (flattened), by id and dtype.
+    static CASTS: RefCell<Option<HashMap<(ParamId, DType), Tensor<1>>>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` with each parameter cast to a compute dtype at its first use and that copy reused:
+/// a training step encodes queries and documents with the same weights, and without the cache
+/// each use cast every weight again (and the backward pass cast each use's gradient back). The
+/// gradients of a parameter's uses add up in the compute dtype and are cast to f32 once, as
+/// under PyTorch's autocast. A scope inside another shares the outer one's copies; they are
+/// dropped when the outermost returns: they hold the graph, and are stale once the optimiser
+/// steps.
+pub fn casting_once<R>(f: impl FnOnce() -> R) -> R {
+    struct Clear;
+    impl Drop for Clear {
+        fn drop(&mut self) {
+            CASTS.with(|casts| casts.borrow_mut().take());
+        }
+    }
+    let outermost = CASTS.with(|casts| {
+        let mut casts = casts.borrow_mut();
+        casts.is_none() && casts.insert(HashMap::new()).is_empty()
+    });
+    let _clear = outermost.then(|| Clear);
+    f()
+}
+
+/// `param`'s value in `dtype`; inside [`casting_once`], the copy made at its first use.
+pub fn param_in<const D: usize>(param: &Param<Tensor<D>>, dtype: DType) -> Tensor<D> {
+    let value = param.val();
+    if value.dtype() == dtype {
+        return value;
+    }
+    let dims = value.dims();
+    let cached = CASTS.with(|casts| {
+        let mut casts = casts.borrow_mut();
+        let casts = casts.as_mut()?;
+        let flat = casts.entry((param.id, dtype)).or_insert_with(|| {
+            value
+                .clone()
+                .cast(dtype)
+                .reshape([dims.iter().product::<usize>()])
+        });
+        Some(flat.clone())
+    });
+    match cached {
+        Some(flat) => flat.reshape(dims),
+        None => value.cast(dtype),
+    }
+}
+
 /// `x · W + b` in `dtype`: `x` and the f32 parameters cast to it. The result stays in `dtype`.
 /// The leading dimensions fold into rows, so the product is one `[rows, d_in]` matrix times the
 /// weight: burn keeps `[batch, len, d_in]` as a batched product, which on flex runs one
@@ -73,10 +130,10 @@ pub fn linear<const D: usize>(layer: &Linear, x: Tensor<D>, dtype: DType) -> Ten
     let rows = dims[..D - 1].iter().product::<usize>();
     let y = matmul(
         x.cast(dtype).reshape([rows, d_in]),
-        layer.weight.val().cast(dtype),
+        param_in(&layer.weight, dtype),
     );
     let y = match &layer.bias {
-        Some(bias) => add_rows(y, bias.val()),
+        Some(bias) => add_rows(y, param_in(bias, dtype)),
         None => y,
     };
     dims[D - 1] = y.dims()[1];
@@ -125,6 +182,51 @@ mod tests {
         let gradient = layer.weight.grad(&gradients).expect("weight gradient");
         assert_eq!(gradient.dtype(), DType::F32);
         assert_eq!(layer.weight.val().dtype(), DType::F32);
+    }
+
+    fn cached() -> Option<usize> {
+        CASTS.with(|casts| casts.borrow().as_ref().map(HashMap::len))
+    }
+
+    #[test]
+    fn a_scope_casts_each_parameter_once_and_its_uses_gradients_reach_the_f32_parameter() {
+        let device = Device::flex().autodiff();
+        let layer = LinearConfig::new(4, 3).init(&device);
+        let x = || {
+            Tensor::<2>::from_data(
+                TensorData::new(vec![0.5f32, -1.0, 2.0, 0.25, 1.5, 0.0, -0.5, 1.0], [2, 4]),
+                &device,
+            )
+        };
+        let twice = || {
+            let first = linear(&layer, x(), DType::BF16);
+            let second = linear(&layer, x().mul_scalar(2.0), DType::BF16);
+            (first + second).cast(DType::F32).sum()
+        };
+        let apart = layer.weight.grad(&twice().backward()).unwrap();
+        let (shared, entries, nested) = casting_once(|| {
+            let loss = twice();
+            // An inner scope shares the outer one's copies and leaves them in place.
+            let nested = casting_once(|| (twice(), cached()));
+            (loss.backward(), cached(), nested.1)
+        });
+        // One copy each of the weight and the bias, however many uses.
+        assert_eq!((entries, nested), (Some(2), Some(2)));
+        assert_eq!(
+            cached(),
+            None,
+            "the copies are dropped with the outermost scope"
+        );
+        let shared = layer.weight.grad(&shared).unwrap();
+        assert_eq!(shared.dtype(), DType::F32);
+        // The uses' gradients add up in bf16 before the cast to f32: within bf16's rounding.
+        let (apart, shared): (Vec<f32>, Vec<f32>) = (
+            apart.into_data().try_into_vec().unwrap(),
+            shared.into_data().try_into_vec().unwrap(),
+        );
+        for (a, b) in apart.iter().zip_eq(&shared) {
+            assert!((a - b).abs() <= 1e-2 * a.abs().max(1.0), "{a} vs {b}");
+        }
     }
 
     #[test]

@@ -5,6 +5,7 @@ use burn::optim::{GradientsAccumulator, GradientsParams};
 use burn::prelude::*;
 use lsr_backbone::MaskedLm;
 use lsr_compute::launches::{self, Label, Region};
+use lsr_compute::precision::casting_once;
 use lsr_splade::encode_pooled;
 use serde::{Deserialize, Serialize};
 
@@ -243,14 +244,17 @@ impl Trainer {
     }
 
     /// SPLADE vectors of a micro-batch's queries and documents under `model`, its dropout masks
-    /// drawn from the seed of its place in the data.
+    /// drawn from the seed of its place in the data; both use one compute-dtype copy of each
+    /// weight.
     pub(crate) fn encode(&self, model: &MaskedLm, batch: &TrainBatch) -> (Tensor<2>, Tensor<2>) {
         let device = model.device();
         lsr_compute::dropout::seed(&device, dropout_seed(self.recipe.seed, batch.index));
-        let (query_ids, query_mask) = batch.queries.to_tensors(&device);
-        let queries = encode_pooled(model, query_ids, query_mask);
-        let (doc_ids, doc_mask) = batch.documents.to_tensors(&device);
-        (queries, encode_pooled(model, doc_ids, doc_mask))
+        casting_once(|| {
+            let (query_ids, query_mask) = batch.queries.to_tensors(&device);
+            let queries = encode_pooled(model, query_ids, query_mask);
+            let (doc_ids, doc_mask) = batch.documents.to_tensors(&device);
+            (queries, encode_pooled(model, doc_ids, doc_mask))
+        })
     }
 }
 

@@ -307,7 +307,7 @@ impl EncoderModel for Gte {
         }
         let x = self.hidden_dropout.forward(self.embeddings_norm.forward(x));
         let head_dim = x.dims()[2] / self.heads;
-        let rope = Rope::new(len, head_dim, self.rope_theta, self.ntk_factor, &device);
+        let rope = Rope::new(len, head_dim, self.rope_theta, self.ntk_factor, dtype, &device);
         let mask = AttentionMask::padding(mask);
         over_tokens(x, |rows, batch| {
             self.layers

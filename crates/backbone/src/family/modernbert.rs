@@ -387,8 +387,8 @@ impl EncoderModel for ModernBert {
         let head_dim = x.dims()[2] / self.heads;
         let global_mask = AttentionMask::padding(mask);
         let local_mask = global_mask.sliding(self.half_window);
-        let global_rope = Rope::new(len, head_dim, self.global_rope_theta, None, &device);
-        let local_rope = Rope::new(len, head_dim, self.local_rope_theta, None, &device);
+        let global_rope = Rope::new(len, head_dim, self.global_rope_theta, None, dtype, &device);
+        let local_rope = Rope::new(len, head_dim, self.local_rope_theta, None, dtype, &device);
         over_tokens(x, |rows, batch| {
             let rows = self.layers.iter().fold(rows, |x, layer| {
                 let (rope, mask) = if layer.sliding {
