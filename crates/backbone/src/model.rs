@@ -15,7 +15,7 @@ use crate::hf_names::TensorNames;
 use crate::tokenizer::TextTokenizer;
 use crate::weights::Weights;
 use lsr_compute::launches::{self, Label, Region};
-use lsr_compute::precision::{Precision, casting_once};
+use lsr_compute::precision::Precision;
 
 /// How `rescale_mlm_head` treats a decoder tied to the word embeddings.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -157,10 +157,8 @@ impl MaskedLm {
     /// compute dtype of the model's precision (bf16 under `bf16-mixed`).
     pub fn forward(&self, ids: Tensor<2, Int>, mask: Tensor<2, Int>) -> Tensor<3> {
         let dtype = self.precision.compute();
-        casting_once(|| {
-            let hidden = self.encoder.forward(ids, mask, dtype);
-            self.head.forward(hidden, self.tied_param(), dtype)
-        })
+        let hidden = self.encoder.forward(ids, mask, dtype);
+        self.head.forward(hidden, self.tied_param(), dtype)
     }
 
     /// `max` over tokens of the MLM logits per vocabulary tile (`MlmHead::forward_max`):
@@ -175,11 +173,9 @@ impl MaskedLm {
     ) -> Tensor<2> {
         let dtype = self.precision.compute();
         launches::enter(&self.device(), Label::forward(Region::Embedding));
-        casting_once(|| {
-            let hidden = self.encoder.forward(ids, mask, dtype);
-            self.head
-                .forward_max(hidden, self.tied_param(), dtype, tile, max)
-        })
+        let hidden = self.encoder.forward(ids, mask, dtype);
+        self.head
+            .forward_max(hidden, self.tied_param(), dtype, tile, max)
     }
 
     /// The device the parameters live on.

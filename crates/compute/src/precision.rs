@@ -89,7 +89,9 @@ pub fn casting_once<R>(f: impl FnOnce() -> R) -> R {
     }
     let outermost = CASTS.with(|casts| {
         let mut casts = casts.borrow_mut();
-        casts.is_none() && casts.insert(HashMap::new()).is_empty()
+        let outermost = casts.is_none();
+        casts.get_or_insert_with(HashMap::new);
+        outermost
     });
     let _clear = outermost.then(|| Clear);
     f()
@@ -105,12 +107,9 @@ pub fn param_in<const D: usize>(param: &Param<Tensor<D>>, dtype: DType) -> Tenso
     let cached = CASTS.with(|casts| {
         let mut casts = casts.borrow_mut();
         let casts = casts.as_mut()?;
-        let flat = casts.entry((param.id, dtype)).or_insert_with(|| {
-            value
-                .clone()
-                .cast(dtype)
-                .reshape([dims.iter().product::<usize>()])
-        });
+        let len = value.shape().num_elements();
+        let flat = (casts.entry((param.id, dtype)))
+            .or_insert_with(|| value.clone().cast(dtype).reshape([len]));
         Some(flat.clone())
     });
     match cached {
