@@ -13,7 +13,7 @@ use crate::layers::Activation;
 use crate::weights::{Init, Weights};
 use lsr_compute::launches::{Region, mark};
 use lsr_compute::norm::LayerNorm;
-use lsr_compute::norm::add_rows;
+use lsr_compute::norm::{add_rows, row_vector};
 use lsr_compute::precision::{linear, matmul_transposed, param_in};
 
 /// The HF names of one family's head tensors, from the checkpoint root.
@@ -143,9 +143,9 @@ impl MlmHead {
         let vocab = decoder.dims()[0];
         let [batch, len, _] = hidden.dims();
         let flat = self.flat_transform(hidden, dtype);
+        let bias = self.bias_row(0..vocab, dtype);
         let logits = matmul_transposed(flat, decoder, dtype);
-        self.add_bias(logits, 0..vocab, dtype)
-            .reshape([batch, len, vocab])
+        add_bias(logits, bias).reshape([batch, len, vocab])
     }
 
     /// `max` of the logits over tokens, `[B, L, tile]` → `[B, tile]`, computed over vocabulary
@@ -173,10 +173,10 @@ impl MlmHead {
         let tiles = (0..vocab).step_by(tile.max(1)).map(|start| {
             let terms = start..(start + tile).min(vocab);
             let width = terms.len();
-            let rows = decoder.clone().slice_dim(0, terms.clone());
+            let bias = self.bias_row(terms.clone(), dtype);
+            let rows = decoder.clone().slice_dim(0, terms);
             let logits = matmul_transposed(flat.clone(), rows, dtype);
-            let maxima = max(logits.reshape([batch, len, width]));
-            self.add_bias(maxima, terms, dtype)
+            add_bias(max(logits.reshape([batch, len, width])), bias)
         });
         Tensor::cat(tiles.collect(), 1)
     }
@@ -190,12 +190,11 @@ impl MlmHead {
         transformed.reshape([batch * len, dim]).cast(dtype)
     }
 
-    /// `rows + bias[terms]` for rows of `|terms|` logits (or their maxima), in `rows`' dtype.
-    fn add_bias(&self, rows: Tensor<2>, terms: std::ops::Range<usize>, dtype: DType) -> Tensor<2> {
-        match &self.bias {
-            Some(bias) => add_rows(rows, param_in(bias, dtype).slice_dim(0, terms)),
-            None => rows,
-        }
+    /// `bias[terms]` as a row in `dtype`, made before the product it is added to (see
+    /// [`row_vector`]); `None` where the head has no vocabulary bias.
+    fn bias_row(&self, terms: std::ops::Range<usize>, dtype: DType) -> Option<Tensor<2>> {
+        let bias = self.bias.as_ref()?;
+        Some(row_vector(param_in(bias, dtype).slice_dim(0, terms)))
     }
 
     /// The decoder's parameter: its own, or the tied word embeddings.
@@ -204,5 +203,13 @@ impl MlmHead {
         tied_embeddings: &'a Param<Tensor<2>>,
     ) -> &'a Param<Tensor<2>> {
         self.decoder.as_ref().unwrap_or(tied_embeddings)
+    }
+}
+
+/// `rows + bias` for rows of logits (or their maxima), in `rows`' dtype.
+fn add_bias(rows: Tensor<2>, bias: Option<Tensor<2>>) -> Tensor<2> {
+    match bias {
+        Some(bias) => add_rows(rows, bias),
+        None => rows,
     }
 }

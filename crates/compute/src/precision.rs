@@ -16,7 +16,7 @@ use burn::prelude::*;
 use burn::tensor::DType;
 
 use crate::matmul::matmul;
-use crate::norm::add_rows;
+use crate::norm::{add_rows, row_vector};
 
 /// A model's arithmetic: `f32`, or `bf16-mixed` (bf16 matrix products and activations with f32
 /// master weights, optimizer state, statistics, softmax and loss).
@@ -122,17 +122,19 @@ pub fn param_in<const D: usize>(param: &Param<Tensor<D>>, dtype: DType) -> Tenso
 /// The leading dimensions fold into rows, so the product is one `[rows, d_in]` matrix times the
 /// weight: burn keeps `[batch, len, d_in]` as a batched product, which on flex runs one
 /// single-threaded GEMM per text, each packing the whole weight again. The bias is added with
-/// [`add_rows`], whose gradient reduces in two short passes.
+/// [`add_rows`], whose gradient reduces in two short passes; its row is made before the product,
+/// so that fusion adds it in the product's kernel.
 pub fn linear<const D: usize>(layer: &Linear, x: Tensor<D>, dtype: DType) -> Tensor<D> {
     let mut dims = x.dims();
     let d_in = dims[D - 1];
     let rows = dims[..D - 1].iter().product::<usize>();
+    let bias = (layer.bias.as_ref()).map(|bias| row_vector(param_in(bias, dtype)));
     let y = matmul(
         x.cast(dtype).reshape([rows, d_in]),
         param_in(&layer.weight, dtype),
     );
-    let y = match &layer.bias {
-        Some(bias) => add_rows(y, param_in(bias, dtype)),
+    let y = match bias {
+        Some(bias) => add_rows(y, bias),
         None => y,
     };
     dims[D - 1] = y.dims()[1];

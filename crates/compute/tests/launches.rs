@@ -1,9 +1,15 @@
 //! Counting kernel launches on the GPU device `LSR_TEST_DEVICE` names (CI: WGPU on Mesa's
 //! software Vulkan). A test binary of its own: a count sees every launch of the process, so no
-//! other test may run on the device meanwhile.
+//! other test may run on the device meanwhile (the tests here take turns: [`alone`]).
 
 use burn::prelude::*;
 use lsr_compute::launches::{Counting, DeviceLimits, Label, Region, enter, mark, memory_point};
+
+/// Held by each test while it counts.
+fn alone() -> std::sync::MutexGuard<'static, ()> {
+    static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    TURN.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
 
 fn gpu() -> Option<Device> {
     let spec = lsr_files::ci::test_device("a GPU device")?;
@@ -37,6 +43,7 @@ fn values<const D: usize>(t: Tensor<D>) -> Vec<f32> {
 #[test]
 fn launches_are_counted_and_attributed_to_the_regions_that_issued_them() {
     let Some(device) = gpu() else { return };
+    let _turn = alone();
     let device = device.autodiff();
     let run = |marked: bool| {
         let x = input(&device);
@@ -88,4 +95,30 @@ fn launches_are_counted_and_attributed_to_the_regions_that_issued_them() {
     let limits = DeviceLimits::of(&device).expect("a GPU device has limits");
     assert!(limits.max_bindings > 0);
     assert!(DeviceLimits::of(&Device::flex()).is_none());
+}
+
+/// A linear map's bias, and what follows it element-wise, run in the product's kernel (or, where
+/// autotune picks the unfused product, in one fused kernel after it), never as a kernel of its
+/// own: its row made after the product used to end the product's fused block.
+#[test]
+fn a_linear_maps_bias_add_is_fused_with_its_product() {
+    let Some(device) = gpu() else { return };
+    let _turn = alone();
+    let layer = burn::nn::LinearConfig::new(48, 96).init(&device);
+    let x = input(&device.clone().autodiff())
+        .inner()
+        .reshape([4, 16, 48]);
+    let run = || {
+        let y = lsr_compute::precision::linear(&layer, x.clone(), burn::tensor::DType::F32);
+        (y.exp() * 2.0).into_data()
+    };
+    let expected = run();
+    let counting = Counting::start(&device, false).unwrap();
+    assert_eq!(run(), expected);
+    let counted = counting.finish().unwrap();
+    let unfused: Vec<&String> = (counted.by_kernel.keys())
+        .filter(|kernel| !kernel.starts_with("MatmulEntry") && kernel.as_str() != "ElemwiseFuse")
+        .collect();
+    assert!(unfused.is_empty(), "{:?}", counted.by_kernel);
+    assert!(counted.total <= 2, "{:?}", counted.by_kernel);
 }

@@ -48,12 +48,21 @@ impl LayerNorm {
     }
 }
 
-/// `x + v` for `v` of `x`'s last dimension, added to every row (in `x`'s dtype); its gradient
-/// reduces in two passes.
-pub fn add_rows<const D: usize>(x: Tensor<D>, v: Tensor<1>) -> Tensor<D> {
-    let v = v.cast(x.dtype());
+/// `v` as the `[1, width]` row [`add_rows`] adds. Make it before the operation that computes the
+/// rows: fusion then sees the add as that operation's epilogue (a bias in its product's kernel).
+/// A reshape issued after a product ends the product's fused block, and the add, with every
+/// element-wise operation after it, ran as a kernel of its own.
+pub fn row_vector(v: Tensor<1>) -> Tensor<2> {
+    let width = v.dims()[0];
+    v.reshape([1, width])
+}
+
+/// `x + row` for a [`row_vector`] of `x`'s last dimension, added to every row (in `x`'s dtype);
+/// its gradient reduces in two passes.
+pub fn add_rows<const D: usize>(x: Tensor<D>, row: Tensor<2>) -> Tensor<D> {
+    let row = row.cast(x.dtype());
     let (rows, dims) = as_rows(x);
-    let y = <Dispatch as RowOps>::row_add(rows.into_dispatch(), v.into_dispatch());
+    let y = <Dispatch as RowOps>::row_add(rows.into_dispatch(), row.into_dispatch());
     Tensor::<2>::from_dispatch(y).reshape(dims)
 }
 
@@ -204,7 +213,7 @@ mod tests {
                 beta: None,
                 epsilon: 1e-6,
             };
-            let ours = add_rows(norm.forward(x.clone()), bias.clone());
+            let ours = add_rows(norm.forward(x.clone()), row_vector(bias.clone()));
             let centered = x.clone() - x.clone().mean_dim(1);
             let var = centered.clone().square().mean_dim(1);
             let theirs = centered / var.add_scalar(1e-6).sqrt() * gamma.clone().unsqueeze()

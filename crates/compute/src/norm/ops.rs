@@ -47,10 +47,10 @@ pub trait RowOps: Backend {
         affine::<Self>(normalized, gamma, None)
     }
 
-    /// `x + v` with `v` `[width]` added to every row.
+    /// `x + v` with the row `v` `[1, width]` added to every row.
     #[fusion(default)]
     fn row_add(x: FloatTensor<Self>, v: FloatTensor<Self>) -> FloatTensor<Self> {
-        Self::float_add(x, as_row::<Self>(v))
+        Self::float_add(x, v)
     }
 }
 
@@ -176,7 +176,8 @@ impl<B: Backend> Backward<B, 2> for RowAdd {
         let dy = grads.consume::<B>(&ops.node);
         let [x, v] = ops.parents;
         if let Some(v) = v {
-            grads.register::<B>(v.id, super::column_sum::<B>(dy.clone()));
+            let sum = as_row::<B>(super::column_sum::<B>(dy.clone()));
+            grads.register::<B>(v.id, sum);
         }
         if let Some(x) = x {
             grads.register::<B>(x.id, dy);
