@@ -13,7 +13,7 @@ use crate::layers::Activation;
 use crate::weights::{Init, Weights};
 use lsr_compute::launches::{Region, mark};
 use lsr_compute::norm::LayerNorm;
-use lsr_compute::norm::{add_rows, row_vector};
+use lsr_compute::norm::{RowVector, add_rows, row_vector};
 use lsr_compute::precision::{linear, matmul_transposed, param_in};
 
 /// The HF names of one family's head tensors, from the checkpoint root.
@@ -192,9 +192,9 @@ impl MlmHead {
 
     /// `bias[terms]` as a row in `dtype`, made before the product it is added to (see
     /// [`row_vector`]); `None` where the head has no vocabulary bias.
-    fn bias_row(&self, terms: std::ops::Range<usize>, dtype: DType) -> Option<Tensor<2>> {
+    fn bias_row(&self, terms: std::ops::Range<usize>, dtype: DType) -> Option<RowVector> {
         let bias = self.bias.as_ref()?;
-        Some(row_vector(param_in(bias, dtype).slice_dim(0, terms)))
+        Some(row_vector(param_in(bias, dtype).slice_dim(0, terms), dtype))
     }
 
     /// The decoder's parameter: its own, or the tied word embeddings.
@@ -207,7 +207,7 @@ impl MlmHead {
 }
 
 /// `rows + bias` for rows of logits (or their maxima), in `rows`' dtype.
-fn add_bias(rows: Tensor<2>, bias: Option<Tensor<2>>) -> Tensor<2> {
+fn add_bias(rows: Tensor<2>, bias: Option<RowVector>) -> Tensor<2> {
     match bias {
         Some(bias) => add_rows(rows, bias),
         None => rows,

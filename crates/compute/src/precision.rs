@@ -128,7 +128,7 @@ pub fn linear<const D: usize>(layer: &Linear, x: Tensor<D>, dtype: DType) -> Ten
     let mut dims = x.dims();
     let d_in = dims[D - 1];
     let rows = dims[..D - 1].iter().product::<usize>();
-    let bias = (layer.bias.as_ref()).map(|bias| row_vector(param_in(bias, dtype)));
+    let bias = (layer.bias.as_ref()).map(|bias| row_vector(param_in(bias, dtype), dtype));
     let y = matmul(
         x.cast(dtype).reshape([rows, d_in]),
         param_in(&layer.weight, dtype),

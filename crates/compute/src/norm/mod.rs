@@ -48,21 +48,34 @@ impl LayerNorm {
     }
 }
 
-/// `v` as the `[1, width]` row [`add_rows`] adds. Make it before the operation that computes the
-/// rows: fusion then sees the add as that operation's epilogue (a bias in its product's kernel).
-/// A reshape issued after a product ends the product's fused block, and the add, with every
-/// element-wise operation after it, ran as a kernel of its own.
-pub fn row_vector(v: Tensor<1>) -> Tensor<2> {
-    let width = v.dims()[0];
-    v.reshape([1, width])
+/// A vector to add to every row of an activation ([`add_rows`]), made before the operation that
+/// computes the rows: the `[1, width]` row the forward adds is reshaped from it here, so that
+/// fusion sees the add as that operation's epilogue (a bias in its product's kernel). A reshape
+/// issued after a product ended the product's fused block, and the add, with every element-wise
+/// operation after it, ran as a kernel of its own. The row is detached: the gradient goes to the
+/// `[width]` vector itself, as a column sum, with no reshape between it and the sum of the
+/// vector's other uses (a reshape that drops a rank ends a fused block too).
+pub struct RowVector {
+    vector: Tensor<1>,
+    row: Tensor<2>,
 }
 
-/// `x + row` for a [`row_vector`] of `x`'s last dimension, added to every row (in `x`'s dtype);
-/// its gradient reduces in two passes.
-pub fn add_rows<const D: usize>(x: Tensor<D>, row: Tensor<2>) -> Tensor<D> {
-    let row = row.cast(x.dtype());
+/// `v` ready for [`add_rows`], in `dtype`.
+pub fn row_vector(v: Tensor<1>, dtype: DType) -> RowVector {
+    let vector = v.cast(dtype);
+    let width = vector.dims()[0];
+    let row = vector.clone().detach().reshape([1, width]);
+    RowVector { vector, row }
+}
+
+/// `x + v`, the vector added to every row in `x`'s dtype (a cast here, after the product, would
+/// end its fused block: make `v` in that dtype); its gradient reduces in two passes.
+pub fn add_rows<const D: usize>(x: Tensor<D>, v: RowVector) -> Tensor<D> {
+    let dtype = x.dtype();
     let (rows, dims) = as_rows(x);
-    let y = <Dispatch as RowOps>::row_add(rows.into_dispatch(), row.into_dispatch());
+    let (vector, row) = (v.vector.cast(dtype), v.row.cast(dtype));
+    let (vector, row) = (vector.into_dispatch(), row.into_dispatch());
+    let y = <Dispatch as RowOps>::row_add(rows.into_dispatch(), vector, row);
     Tensor::<2>::from_dispatch(y).reshape(dims)
 }
 
@@ -213,7 +226,10 @@ mod tests {
                 beta: None,
                 epsilon: 1e-6,
             };
-            let ours = add_rows(norm.forward(x.clone()), row_vector(bias.clone()));
+            let ours = add_rows(
+                norm.forward(x.clone()),
+                row_vector(bias.clone(), DType::F32),
+            );
             let centered = x.clone() - x.clone().mean_dim(1);
             let var = centered.clone().square().mean_dim(1);
             let theirs = centered / var.add_scalar(1e-6).sqrt() * gamma.clone().unsqueeze()

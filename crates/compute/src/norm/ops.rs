@@ -47,10 +47,16 @@ pub trait RowOps: Backend {
         affine::<Self>(normalized, gamma, None)
     }
 
-    /// `x + v` with the row `v` `[1, width]` added to every row.
+    /// `x + row`, the `[1, width]` `row` added to every row; `v` is the same vector `[width]`,
+    /// the one its gradient is for (`super::RowVector`).
     #[fusion(default)]
-    fn row_add(x: FloatTensor<Self>, v: FloatTensor<Self>) -> FloatTensor<Self> {
-        Self::float_add(x, v)
+    fn row_add(
+        x: FloatTensor<Self>,
+        v: FloatTensor<Self>,
+        row: FloatTensor<Self>,
+    ) -> FloatTensor<Self> {
+        drop(v);
+        Self::float_add(x, row)
     }
 }
 
@@ -176,8 +182,7 @@ impl<B: Backend> Backward<B, 2> for RowAdd {
         let dy = grads.consume::<B>(&ops.node);
         let [x, v] = ops.parents;
         if let Some(v) = v {
-            let sum = as_row::<B>(super::column_sum::<B>(dy.clone()));
-            grads.register::<B>(v.id, sum);
+            grads.register::<B>(v.id, super::column_sum::<B>(dy.clone()));
         }
         if let Some(x) = x {
             grads.register::<B>(x.id, dy);
@@ -220,9 +225,14 @@ impl<B: Backend + RowOps, C: CheckpointStrategy> RowOps for Autodiff<B, C> {
         }
     }
 
-    fn row_add(x: FloatTensor<Self>, v: FloatTensor<Self>) -> FloatTensor<Self> {
+    fn row_add(
+        x: FloatTensor<Self>,
+        v: FloatTensor<Self>,
+        row: FloatTensor<Self>,
+    ) -> FloatTensor<Self> {
         let nodes = [x.node(), v.node()];
-        let sum = B::row_add(x.into_primitive(), v.into_primitive());
+        let (x, v, row) = (x.into_primitive(), v.into_primitive(), row.into_primitive());
+        let sum = B::row_add(x, v, row);
         RowAdd.prepare::<C>(nodes).compute_bound().stateless(sum)
     }
 }
