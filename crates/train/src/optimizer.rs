@@ -27,10 +27,12 @@ use crate::legacy::{self, Joined};
 /// cube backends copy a slice whose start or end is not aligned).
 const ALIGN: usize = 256;
 
-/// Gradients per concatenation: with its output, within the 31 storage buffers a kernel may bind
-/// on Mesa's software Vulkan, the fewest of the devices lsr runs on (a parameter and its padding
-/// are two inputs).
-const GROUP: usize = 24;
+/// Pieces (a gradient, or the zeros that pad it) per concatenation: with its output and its
+/// metadata within the 31 storage buffers a kernel may bind on Mesa's software Vulkan, the fewest
+/// of the devices lsr runs on. Counted there: 29 pieces still fuse, 30 send the concatenation to
+/// a slice-assign per piece (240 launches); 28 keep a buffer spare and give the same count (the
+/// gradient norm 15 launches in the bench's step, 17 with 24).
+const GROUP: usize = 28;
 
 /// On the host, a buffer holds at most this many elements (16 MiB of f32; a larger parameter has
 /// one of its own). AdamW's temporaries then stay under glibc's mmap threshold (32 MiB), reused
