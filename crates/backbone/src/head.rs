@@ -143,42 +143,48 @@ impl MlmHead {
         let vocab = decoder.dims()[0];
         let [batch, len, _] = hidden.dims();
         let flat = self.flat_transform(hidden, dtype);
-        let bias = self.bias_row(0..vocab, dtype);
+        let bias = self.bias_row(dtype);
         let logits = matmul_transposed(flat, decoder, dtype);
         add_bias(logits, bias).reshape([batch, len, vocab])
     }
 
-    /// `max` of the logits over tokens, `[B, L, tile]` → `[B, tile]`, computed over vocabulary
-    /// tiles of at most `tile` terms and concatenated to `[B, vocab]`: the `[B, L, vocab]`
-    /// logits never exist at once (at 128 × 256 tokens they are 4 GB in f32, more than a WGPU
-    /// buffer holds), in training neither: a max keeps only its argmax for the backward pass,
-    /// so each tile's logits are freed once reduced, and the gradient flows back through the
-    /// argmax positions alone. `max` must be a maximum over tokens (masked or not): the
-    /// vocabulary bias, constant over tokens, is added after it, which is exact (`max(x + b) =
-    /// max(x) + b`, and rounding is monotone) and makes its gradient a sum over `B` rows
-    /// instead of `B · L`.
+    /// `max` of the logits over each text's tokens, `[B, vocab]`, computed over vocabulary
+    /// tiles of at most `tile` terms: the `[B, L, vocab]` logits never exist at once (at 128 ×
+    /// 256 tokens they are 4 GB in f32, more than a WGPU buffer holds), in training neither: a
+    /// max keeps only its argmax for the backward pass, so each tile's logits are freed once
+    /// reduced, and the gradient flows back through the argmax positions alone. `max` takes a
+    /// tile's logits as `[B·L, width]` rows, straight from the product (what it does to them
+    /// first, such as adding each token's offset, runs in the product's kernel), and must return
+    /// their maximum over each text's tokens, `[B, width]` (masked or not). The vocabulary bias,
+    /// constant over tokens, is added after the max, once for the whole vocabulary: exact
+    /// (`max(x + b) = max(x) + b`, and rounding is monotone), and its gradient a sum over `B`
+    /// rows instead of `B · L`.
     pub fn forward_max(
         &self,
         hidden: Tensor<3>,
         tied_embeddings: &Param<Tensor<2>>,
         dtype: DType,
         tile: usize,
-        max: impl Fn(Tensor<3>) -> Tensor<2>,
+        max: impl Fn(Tensor<2>) -> Tensor<2>,
     ) -> Tensor<2> {
         // Cast whole, then sliced: one cast of the decoder, not one per tile.
         let decoder = param_in(self.decoder_param(tied_embeddings), dtype);
         let vocab = decoder.dims()[0];
-        let [batch, len, _] = hidden.dims();
         let flat = self.flat_transform(hidden, dtype);
-        let tiles = (0..vocab).step_by(tile.max(1)).map(|start| {
-            let terms = start..(start + tile).min(vocab);
-            let width = terms.len();
-            let bias = self.bias_row(terms.clone(), dtype);
-            let rows = decoder.clone().slice_dim(0, terms);
-            let logits = matmul_transposed(flat.clone(), rows, dtype);
-            add_bias(max(logits.reshape([batch, len, width])), bias)
-        });
-        Tensor::cat(tiles.collect(), 1)
+        let mut tiles: Vec<Tensor<2>> = (0..vocab)
+            .step_by(tile.max(1))
+            .map(|start| {
+                let rows = decoder
+                    .clone()
+                    .slice_dim(0, start..(start + tile).min(vocab));
+                max(matmul_transposed(flat.clone(), rows, dtype))
+            })
+            .collect();
+        let pooled = match tiles.len() {
+            1 => tiles.remove(0),
+            _ => Tensor::cat(tiles, 1),
+        };
+        add_bias(pooled, self.bias_row(dtype))
     }
 
     /// The transform of `[B, L, H]` hidden states as `[B·L, dim]` rows in `dtype`.
@@ -190,11 +196,11 @@ impl MlmHead {
         transformed.reshape([batch * len, dim]).cast(dtype)
     }
 
-    /// `bias[terms]` as a row in `dtype`, made before the product it is added to (see
+    /// The vocabulary bias as a row in `dtype`, made before the product it is added to (see
     /// [`row_vector`]); `None` where the head has no vocabulary bias.
-    fn bias_row(&self, terms: std::ops::Range<usize>, dtype: DType) -> Option<RowVector> {
+    fn bias_row(&self, dtype: DType) -> Option<RowVector> {
         let bias = self.bias.as_ref()?;
-        Some(row_vector(param_in(bias, dtype).slice_dim(0, terms), dtype))
+        Some(row_vector(param_in(bias, dtype), dtype))
     }
 
     /// The decoder's parameter: its own, or the tied word embeddings.

@@ -161,15 +161,15 @@ impl MaskedLm {
         self.head.forward(hidden, self.tied_param(), dtype)
     }
 
-    /// `max` over tokens of the MLM logits per vocabulary tile (`MlmHead::forward_max`):
-    /// `[B, vocab]` without the `[B, L, vocab]` logits ever held at once, in inference and in
-    /// training.
+    /// `max` over tokens of the MLM logits per vocabulary tile (`MlmHead::forward_max`, whose
+    /// `max` takes a tile's `[B·L, width]` rows): `[B, vocab]` without the `[B, L, vocab]`
+    /// logits ever held at once, in inference and in training.
     pub fn forward_max(
         &self,
         ids: Tensor<2, Int>,
         mask: Tensor<2, Int>,
         tile: usize,
-        max: impl Fn(Tensor<3>) -> Tensor<2>,
+        max: impl Fn(Tensor<2>) -> Tensor<2>,
     ) -> Tensor<2> {
         let dtype = self.precision.compute();
         launches::enter(&self.device(), Label::forward(Region::Embedding));

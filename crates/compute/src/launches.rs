@@ -348,6 +348,8 @@ fn is_gpu(_: &Device) -> bool {
 #[derive(Clone, Debug, Serialize)]
 pub struct DeviceLimits {
     pub max_bindings: u32,
+    /// The largest buffer one allocation (and one tensor) may have.
+    pub max_buffer_bytes: u64,
     pub max_shared_memory_bytes: usize,
     pub max_units_per_cube: u32,
     pub plane_size_min: u32,
@@ -363,9 +365,12 @@ impl DeviceLimits {
         let DispatchDevice::Cube(cube) = inner.as_dispatch() else {
             return None;
         };
-        let hardware = cube.client().properties().hardware.clone();
+        let client = cube.client();
+        let properties = client.properties();
+        let hardware = &properties.hardware;
         Some(Self {
             max_bindings: hardware.max_bindings,
+            max_buffer_bytes: properties.memory.max_page_size,
             max_shared_memory_bytes: hardware.max_shared_memory_size,
             max_units_per_cube: hardware.max_units_per_cube,
             plane_size_min: hardware.plane_size_min,

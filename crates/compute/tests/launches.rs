@@ -94,6 +94,7 @@ fn launches_are_counted_and_attributed_to_the_regions_that_issued_them() {
 
     let limits = DeviceLimits::of(&device).expect("a GPU device has limits");
     assert!(limits.max_bindings > 0);
+    assert!(limits.max_buffer_bytes >= 128 << 20, "{limits:?}");
     assert!(DeviceLimits::of(&Device::flex()).is_none());
 }
 

@@ -4,7 +4,7 @@
 use burn::prelude::*;
 use burn::tensor::DType;
 use lsr_backbone::{Backbone, MaskedLm, RescaleMode, Result, Scale, TextTokenizer};
-use lsr_compute::launches::{Region, mark};
+use lsr_compute::launches::{DeviceLimits, Region, mark};
 
 /// The non-zero terms of one text, sorted by weight descending (ties by term id).
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -38,21 +38,35 @@ impl SparseVector {
 /// `log(1 + relu(·))` is non-decreasing, so it commutes with the max: the max is taken over the
 /// raw logits of the text's tokens (pads pushed to −1e30) and only the `[B, V]` result is
 /// transformed. Equal to the textbook order, with two fewer passes over the largest tensor of
-/// the model, forward and backward. Logits in bf16 stay bf16 through the max (which is exact)
-/// and are widened only at `[B, V]`.
+/// the model, forward and backward.
 pub fn splade_pool(logits: Tensor<3>, mask: Tensor<2, Int>) -> Tensor<2> {
-    activate(masked_max(logits, mask))
+    let [batch, len, vocab] = logits.dims();
+    let rows = logits.reshape([batch * len, vocab]);
+    activate(max_over_tokens(rows, pad_offsets(&mask), batch))
 }
 
-/// Vocabulary terms per tile: `[B·L, 8192]` f32 logits are 1 GB at 128 × 256 tokens, against
-/// 4 GB for the whole vocabulary of BERT.
-pub const HEAD_TILE: usize = 8192;
+/// Bytes of f32 logits a vocabulary tile of the head may hold: 1 GiB, 8,192 terms at the
+/// recipe's 128 × 256 document tokens (BERT's whole vocabulary would take 4 GB there), the whole
+/// vocabulary of an encoding batch of 32 × 128 tokens (a tile is a product, a max and, for
+/// more than one, a concatenation: each tile fewer is a few launches fewer).
+pub const HEAD_TILE_BYTES: u64 = 1 << 30;
+
+/// Vocabulary terms per tile of the head for `tokens` token rows on `device`: as many as
+/// [`HEAD_TILE_BYTES`] of f32 logits hold, within the device's largest buffer, in multiples of
+/// 256 (so that a tile's decoder rows start on an aligned offset and are a view).
+pub fn head_tile(tokens: usize, device: &Device) -> usize {
+    let largest = DeviceLimits::of(device).map_or(u64::MAX, |l| l.max_buffer_bytes);
+    let bytes = HEAD_TILE_BYTES.min(largest);
+    let terms = bytes / (tokens.max(1) as u64 * 4);
+    (terms as usize / 256 * 256).max(256)
+}
 
 /// SPLADE weights `[B, V]` of a batch, in encoding and in training: [`splade_pool`] of the
-/// model's logits, computed over vocabulary tiles so that the `[B, L, V]` logits never exist
-/// at once, forward or backward (`MlmHead::forward_max`).
+/// model's logits, computed over vocabulary tiles of [`head_tile`] terms so that the `[B, L, V]`
+/// logits never exist at once, forward or backward (`MlmHead::forward_max`).
 pub fn encode_pooled(model: &MaskedLm, ids: Tensor<2, Int>, mask: Tensor<2, Int>) -> Tensor<2> {
-    encode_pooled_tiles(model, ids, mask, HEAD_TILE)
+    let tile = head_tile(mask.dims().iter().product(), &mask.device());
+    encode_pooled_tiles(model, ids, mask, tile)
 }
 
 /// [`encode_pooled`] with tiles of `tile` terms.
@@ -62,21 +76,35 @@ pub fn encode_pooled_tiles(
     mask: Tensor<2, Int>,
     tile: usize,
 ) -> Tensor<2> {
-    let pooled = model.forward_max(ids, mask.clone(), tile, |logits| {
-        masked_max(logits, mask.clone())
+    let batch = mask.dims()[0];
+    // Made once for every tile; added to a tile's logits in its product's kernel.
+    let pads = pad_offsets(&mask);
+    let pooled = model.forward_max(ids, mask, tile, |rows| {
+        max_over_tokens(rows, pads.clone(), batch)
     });
     // The head's exit: in a backward pass, the next pass's head follows this one's embeddings.
     mark(activate(pooled), Region::Head)
 }
 
-/// `max_t` of the logits of the text's tokens (pads pushed to −1e30), in f32: the max of bf16
-/// logits is one of them, so widening first changes no value, and it keeps the max and its
-/// argmax (which a backward pass records) in outputs of one element size. In bf16 on CUDA, burn
-/// 0.22.1's max-with-indices gave its bf16 values and i32 indices rows of different pitch and
-/// autotune found no kernel that ran (`docs/gpu/2026-12-04.md`).
-fn masked_max(logits: Tensor<3>, mask: Tensor<2, Int>) -> Tensor<2> {
-    let pad_offset = (mask.float() - 1.0).mul_scalar(1e30).unsqueeze_dim::<3>(2);
-    (logits.cast(DType::F32) + pad_offset)
+/// `[B·L, 1]`, f32: 0 for a text's tokens, −1e30 for its pads, so that a max over the tokens of
+/// logits plus offsets is the max over the text's own.
+fn pad_offsets(mask: &Tensor<2, Int>) -> Tensor<2> {
+    let tokens = mask.dims().iter().product();
+    (mask.clone().float() - 1.0)
+        .mul_scalar(1e30)
+        .reshape([tokens, 1])
+}
+
+/// `max_t` of `[B·L, W]` rows of logits plus each token's offset, per text: `[B, W]`, in f32.
+/// The max of bf16 logits is one of them, so widening first changes no value, and it keeps the
+/// max and its argmax (which a backward pass records) in outputs of one element size. In bf16 on
+/// CUDA, burn 0.22.1's max-with-indices gave its bf16 values and i32 indices rows of different
+/// pitch and autotune found no kernel that ran (`docs/gpu/2026-12-04.md`). The widening and the
+/// offsets come before the reshape, which would end the product's fused block.
+fn max_over_tokens(rows: Tensor<2>, offsets: Tensor<2>, batch: usize) -> Tensor<2> {
+    let [tokens, width] = rows.dims();
+    (rows.cast(DType::F32) + offsets)
+        .reshape([batch, tokens / batch, width])
         .max_dim(1)
         .squeeze_dim::<2>(1)
 }

@@ -8,6 +8,7 @@ pub mod encoder;
 pub mod package;
 
 pub use encoder::{
-    HEAD_TILE, SparseVector, SpladeEncoder, encode_pooled, encode_pooled_tiles, splade_pool,
+    HEAD_TILE_BYTES, SparseVector, SpladeEncoder, encode_pooled, encode_pooled_tiles, head_tile,
+    splade_pool,
 };
 pub use package::{ModelCard, write_sentence_transformers};

@@ -18,7 +18,7 @@ use lsr_backbone::{MaskedLm, ModelConfig, TokenBatch, Weights};
 use lsr_compute::attention::{self, AttentionMode};
 use lsr_compute::matmul::{self, CublasTotals, cublaslt_library, products_on, take_cublas_totals};
 use lsr_compute::{MatmulMode, Precision, parse_device};
-use lsr_splade::encode_pooled_tiles;
+use lsr_splade::{encode_pooled_tiles, head_tile};
 use lsr_train::data::TrainBatch;
 use lsr_train::{Recipe, Trainer};
 
@@ -149,9 +149,9 @@ pub struct EncodeBench {
     #[arg(long, default_value = "f32")]
     precision: Precision,
     /// Vocabulary terms per tile of the MLM head (at least the vocabulary: the whole `[B, L, V]`
-    /// logits at once, as without tiles).
-    #[arg(long, default_value_t = lsr_splade::encoder::HEAD_TILE, value_parser = crate::values::at_least_one)]
-    head_tile: usize,
+    /// logits at once, as without tiles) [default: as encoding chooses, `lsr_splade::head_tile`].
+    #[arg(long, value_parser = crate::values::at_least_one)]
+    head_tile: Option<usize>,
     #[command(flatten)]
     sizing: Sizing,
     #[command(flatten)]
@@ -444,7 +444,6 @@ fn synthetic_tokens(batch: usize, len: usize) -> TokenBatch {
 }
 
 fn encode(args: EncodeBench) -> Result<()> {
-    anyhow::ensure!(args.head_tile > 0, "--head-tile must be at least 1");
     let (device, harness) = args.repeat.start()?;
     let sizing = &args.sizing;
     let hidden = sizing.hidden();
@@ -454,8 +453,9 @@ fn encode(args: EncodeBench) -> Result<()> {
     );
     let model = bert_shaped(&device, hidden)?.with_precision(args.precision);
     let (ids, mask) = synthetic_tokens(batch_size, seq_len).to_tensors(&device);
+    let tile = (args.head_tile).unwrap_or_else(|| head_tile(batch_size * seq_len, &device));
     let mut batch = || {
-        let vectors = encode_pooled_tiles(&model, ids.clone(), mask.clone(), args.head_tile);
+        let vectors = encode_pooled_tiles(&model, ids.clone(), mask.clone(), tile);
         // Reading the result back waits for the device to finish.
         vectors.into_data();
     };

@@ -17,8 +17,9 @@ pub struct ReduceBench {
     /// Tokens per text of the SPLADE max.
     #[arg(long, default_value_t = 256, value_parser = crate::values::at_least_one)]
     seq_len: usize,
-    /// Vocabulary terms of the SPLADE max (one head tile).
-    #[arg(long, default_value_t = lsr_splade::HEAD_TILE, value_parser = crate::values::at_least_one)]
+    /// Vocabulary terms of the SPLADE max (one head tile at the recipe's 128 × 256 document
+    /// tokens, `lsr_splade::head_tile`).
+    #[arg(long, default_value_t = 8192, value_parser = crate::values::at_least_one)]
     terms: usize,
     #[command(flatten)]
     repeat: Repeat<2, 10>,
