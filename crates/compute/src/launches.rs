@@ -350,6 +350,9 @@ pub struct DeviceLimits {
     pub max_bindings: u32,
     /// The largest buffer one allocation (and one tensor) may have.
     pub max_buffer_bytes: u64,
+    /// The bytes a buffer's offset must be a multiple of: a slice that starts or ends elsewhere
+    /// is copied rather than viewed.
+    pub buffer_alignment: u64,
     pub max_shared_memory_bytes: usize,
     pub max_units_per_cube: u32,
     pub plane_size_min: u32,
@@ -371,6 +374,7 @@ impl DeviceLimits {
         Some(Self {
             max_bindings: hardware.max_bindings,
             max_buffer_bytes: properties.memory.max_page_size,
+            buffer_alignment: properties.memory.alignment,
             max_shared_memory_bytes: hardware.max_shared_memory_size,
             max_units_per_cube: hardware.max_units_per_cube,
             plane_size_min: hardware.plane_size_min,

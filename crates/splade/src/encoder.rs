@@ -4,7 +4,7 @@
 use burn::prelude::*;
 use burn::tensor::DType;
 use lsr_backbone::{Backbone, MaskedLm, RescaleMode, Result, Scale, TextTokenizer};
-use lsr_compute::launches::{DeviceLimits, Region, mark};
+use lsr_compute::launches::{self, DeviceLimits, Label, Region, mark};
 
 /// The non-zero terms of one text, sorted by weight descending (ties by term id).
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -45,18 +45,26 @@ pub fn splade_pool(logits: Tensor<3>, mask: Tensor<2, Int>) -> Tensor<2> {
     activate(max_over_tokens(rows, pad_offsets(&mask), batch))
 }
 
-/// Bytes of f32 logits a vocabulary tile of the head may hold: 1 GiB, 8,192 terms at the
-/// recipe's 128 × 256 document tokens (BERT's whole vocabulary would take 4 GB there), the whole
-/// vocabulary of an encoding batch of 32 × 128 tokens (a tile is a product, a max and, for
-/// more than one, a concatenation: each tile fewer is a few launches fewer).
-pub const HEAD_TILE_BYTES: u64 = 1 << 30;
+/// Bytes of f32 logits a vocabulary tile of the head may hold on a GPU: 1 GiB, 8,192 terms at
+/// the recipe's 128 × 256 document tokens (BERT's whole vocabulary would take 4 GB there), the
+/// whole vocabulary of an encoding batch of 32 × 128 tokens. A tile is a product, a max and a
+/// piece of a concatenation: each tile fewer is a few launches fewer.
+pub const GPU_TILE_BYTES: u64 = 1 << 30;
+
+/// The same on the host, where a launch costs nothing: 128 MiB, 8,192 terms at 32 × 128 tokens.
+/// The whole vocabulary at once there took encoding's peak memory from 732 to 1,430 MiB for
+/// 1.017× the wall time (docs/perf-gpu.md, "The head's tiles").
+pub const HOST_TILE_BYTES: u64 = 128 << 20;
 
 /// Vocabulary terms per tile of the head for `tokens` token rows on `device`: as many as
-/// [`HEAD_TILE_BYTES`] of f32 logits hold, within the device's largest buffer, in multiples of
-/// 256 (so that a tile's decoder rows start on an aligned offset and are a view).
+/// [`GPU_TILE_BYTES`] (within the device's largest buffer) or [`HOST_TILE_BYTES`] of f32 logits
+/// hold, in multiples of 256 (so that a tile's decoder rows start on an aligned offset and are
+/// a view).
 pub fn head_tile(tokens: usize, device: &Device) -> usize {
-    let largest = DeviceLimits::of(device).map_or(u64::MAX, |l| l.max_buffer_bytes);
-    let bytes = HEAD_TILE_BYTES.min(largest);
+    let bytes = match DeviceLimits::of(device) {
+        Some(gpu) => GPU_TILE_BYTES.min(gpu.max_buffer_bytes),
+        None => HOST_TILE_BYTES,
+    };
     let terms = bytes / (tokens.max(1) as u64 * 4);
     (terms as usize / 256 * 256).max(256)
 }
@@ -77,7 +85,10 @@ pub fn encode_pooled_tiles(
     tile: usize,
 ) -> Tensor<2> {
     let batch = mask.dims()[0];
-    // Made once for every tile; added to a tile's logits in its product's kernel.
+    // Made once for every tile, before the encoder (made between a tile's product and the add,
+    // it ended the product's fused block), and counted with the embeddings, the mask's region;
+    // added to a tile's logits in its product's kernel.
+    launches::enter(&mask.device(), Label::forward(Region::Embedding));
     let pads = pad_offsets(&mask);
     let pooled = model.forward_max(ids, mask, tile, |rows| {
         max_over_tokens(rows, pads.clone(), batch)
@@ -214,6 +225,28 @@ mod tests {
             .unwrap();
         let (ids, mask) = batch.to_tensors(device);
         (backbone, ids, mask)
+    }
+
+    /// A tile's f32 logits stay within the budget (on a GPU, within its largest buffer too), in
+    /// multiples of 256 terms and at least 256.
+    #[test]
+    fn a_head_tile_holds_its_budget_of_logits() {
+        let flex = Device::flex();
+        assert_eq!(head_tile(32 * 128, &flex), 8192);
+        assert_eq!(head_tile(128 * 256, &flex), 1024);
+        assert_eq!(head_tile(1 << 30, &flex), 256);
+        for device in lsr_compute::test_devices().into_iter().skip(1) {
+            let largest = DeviceLimits::of(&device).expect("a GPU").max_buffer_bytes;
+            for tokens in [8 * 32, 32 * 128, 128 * 256] {
+                let tile = head_tile(tokens, &device);
+                assert_eq!(tile % 256, 0);
+                let bytes = (tile * tokens * 4) as u64;
+                assert!(
+                    bytes <= GPU_TILE_BYTES.min(largest),
+                    "{tokens} tokens: {tile}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -17,15 +17,18 @@ use burn::prelude::*;
 use burn::tensor::{DType, TensorData};
 use burn_pack::{Reader, Scalar, Writer};
 use lsr_backbone::MaskedLm;
+use lsr_compute::launches::DeviceLimits;
 
 use crate::config::Recipe;
 use crate::error::{Result, TrainError};
 use crate::legacy::{self, Joined};
 
-/// Elements each parameter's slice starts on, and the master's length a multiple of: 1 KiB of
-/// f32, within every device's buffer-offset alignment, so a slice is a view of the master (burn's
-/// cube backends copy a slice whose start or end is not aligned).
-const ALIGN: usize = 256;
+/// On the host, the elements each parameter's slice starts on, and the master's length a
+/// multiple of (1 KiB of f32). On a GPU it is the device's buffer-offset alignment (512 bytes on
+/// CUDA, 256 or less on Vulkan): burn's cube backends copy a slice whose start or end is not
+/// aligned, where an aligned one is a view of the master; no more, since each parameter whose
+/// length is not a multiple is followed by zeros that gathering its gradient concatenates too.
+const HOST_ALIGN: usize = 256;
 
 /// Pieces (a gradient, or the zeros that pad it) per concatenation: with its output and its
 /// metadata within the 31 storage buffers a kernel may bind on Mesa's software Vulkan, the fewest
@@ -66,12 +69,8 @@ struct Slot {
     buffer: usize,
     offset: usize,
     len: usize,
-}
-
-impl Slot {
-    fn padding(&self) -> usize {
-        self.len.next_multiple_of(ALIGN) - self.len
-    }
+    /// Zeros after it, up to the next aligned offset.
+    padding: usize,
 }
 
 /// The trainable parameters of a model in module order, each at an aligned offset of its buffer.
@@ -83,13 +82,15 @@ struct Layout {
 }
 
 impl Layout {
-    /// Buffers of at most `cap` elements (but for a larger parameter, alone in its own).
-    fn of(model: &MaskedLm, cap: usize) -> Self {
+    /// Buffers of at most `cap` elements (but for a larger parameter, alone in its own), each
+    /// parameter starting on a multiple of `align` elements.
+    fn of(model: &MaskedLm, cap: usize, align: usize) -> Self {
         struct Walk {
             path: Vec<String>,
             slots: Vec<Slot>,
             buffers: Vec<usize>,
             cap: usize,
+            align: usize,
         }
         impl ModuleVisitor for Walk {
             fn enter_module(&mut self, name: &str, _: &str) {
@@ -104,7 +105,7 @@ impl Layout {
                 }
                 let shape = param.shape().to_vec();
                 let len: usize = shape.iter().product();
-                let room = len.next_multiple_of(ALIGN);
+                let room = len.next_multiple_of(self.align);
                 match self.buffers.last_mut() {
                     Some(total) if *total + room <= self.cap => {}
                     _ => self.buffers.push(0),
@@ -117,6 +118,7 @@ impl Layout {
                     buffer,
                     offset: self.buffers[buffer],
                     len,
+                    padding: room - len,
                 });
                 self.buffers[buffer] += room;
             }
@@ -126,6 +128,7 @@ impl Layout {
             slots: Vec::new(),
             buffers: Vec::new(),
             cap,
+            align,
         };
         model.visit(&mut walk);
         Self {
@@ -146,8 +149,8 @@ impl Layout {
         for (slot, part) in self.slots.iter().zip(parts) {
             let buffer = &mut pieces[slot.buffer];
             buffer.push(part);
-            if slot.padding() > 0 {
-                buffer.push(Tensor::zeros([slot.padding()], device));
+            if slot.padding > 0 {
+                buffer.push(Tensor::zeros([slot.padding], device));
             }
         }
         let concatenate = |pieces: Vec<Tensor<1>>| {
@@ -282,11 +285,11 @@ impl FlatAdamW {
     /// of them a view of its buffer's master.
     pub fn adopt(model: MaskedLm, recipe: &Recipe) -> (Self, MaskedLm) {
         let device = model.device();
-        let cap = match lsr_compute::device::is_host(&device) {
-            true => HOST_BUFFER,
-            false => usize::MAX,
+        let (cap, align) = match DeviceLimits::of(&device) {
+            Some(gpu) => (usize::MAX, (gpu.buffer_alignment as usize / 4).max(1)),
+            None => (HOST_BUFFER, HOST_ALIGN),
         };
-        let layout = Layout::of(&model, cap);
+        let layout = Layout::of(&model, cap, align);
         let masters = layout.gather(layout.parameters(&model), &device.inner());
         let optimizer = Self {
             adamw: adamw(recipe),

@@ -343,9 +343,14 @@ fn monitor(
     logged: bool,
 ) -> [f64; MONITORED] {
     launches::enter(&queries.device(), Label::forward(Region::Metrics));
-    let present = |t: &Tensor<2>| t.clone().detach().greater_elem(0.0).float();
-    // The mean over rows of each row's count: exact in f32 up to 2^24 terms in the batch.
-    let non_zero = |t: &Tensor<2>| present(t).sum().div_scalar(t.dims()[0] as f64);
+    // 1 where a weight is positive (0 where NaN), as a mask fill, which fusion runs in the
+    // comparison's kernel and the sum's (a cast of the comparison's bools ends a fused block).
+    let present = |t: &Tensor<2>| {
+        let t = t.clone().detach();
+        t.zeros_like().mask_fill(t.greater_elem(0.0), 1.0)
+    };
+    // Each batch's count of non-zero weights (exact in f32 up to 2^24), per row once read.
+    let non_zero = |t: &Tensor<2>| present(t).sum();
     let mut values = vec![
         terms.total.clone().detach(),
         terms.ranking.clone().detach(),
@@ -375,7 +380,13 @@ fn monitor(
         .convert::<f32>()
         .try_into_vec()
         .expect("f32 after conversion");
-    std::array::from_fn(|i| values.get(i).map_or(f64::NAN, |&v| f64::from(v)))
+    let mut values: [f64; MONITORED] =
+        std::array::from_fn(|i| values.get(i).map_or(f64::NAN, |&v| f64::from(v)));
+    // The L0s (the fifth and sixth values) as means over rows, divided here: on the device a
+    // division after a sum is a launch of its own.
+    values[4] /= queries.dims()[0] as f64;
+    values[5] /= documents.dims()[0] as f64;
+    values
 }
 
 /// Whether every weight of `model` is finite: a collapsed run's model is exported only then.
@@ -389,4 +400,38 @@ pub fn weights_finite(model: &MaskedLm) -> bool {
     let mut visitor = Finite(true);
     model.visit(&mut visitor);
     visitor.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The L0s are each batch's mean count of positive weights per row; a NaN weight is not
+    /// counted, nor a zero.
+    #[test]
+    fn the_l0s_count_positive_weights_per_row() {
+        let device = Device::flex();
+        let rows = |values: Vec<f32>, cols: usize| {
+            let n = values.len() / cols;
+            Tensor::<2>::from_data(TensorData::new(values, [n, cols]), &device)
+        };
+        let queries = rows(vec![0.5, 0.0, 2.0, 0.0, 0.0, 1.0], 3);
+        let documents = rows(vec![f32::NAN, 1.0, 0.0, 3.0, 0.25, 0.0, 0.0, 4.0, 1.0], 3);
+        let scalar = || Tensor::<1>::zeros([1], &device);
+        let terms = crate::LossTerms {
+            total: scalar(),
+            ranking: scalar(),
+            contrastive: scalar(),
+            distillation: scalar(),
+            query_regularizer: scalar(),
+            document_flops: scalar(),
+            positive_scores: Tensor::zeros([2], &device),
+            negative_scores: Tensor::zeros([2, 0], &device),
+        };
+        for logged in [false, true] {
+            let values = monitor(&terms, &queries, &documents, logged);
+            assert_eq!(values[4], 1.5, "(2 + 1) / 2 query rows");
+            assert_eq!(values[5], 5.0 / 3.0, "(1 + 2 + 2) / 3 document rows");
+        }
+    }
 }

@@ -220,21 +220,19 @@ impl BertConfig {
 
 impl EncoderModel for Bert {
     fn forward(&self, ids: Tensor<2, Int>, mask: Tensor<2, Int>, dtype: DType) -> Tensor<3> {
-        let [batch, len] = ids.dims();
-        let device = ids.device();
+        // Token type 0 for every token, as HF does for a single text.
+        let token_type = leading_rows(&self.token_type_embeddings, 1);
         let positions = match self.positions {
-            Positions::Absolute => Tensor::<1, Int>::arange(0..len as i64, &device)
-                .unsqueeze::<2>()
-                .expand([batch, len]),
+            // Rows 0..L of the table, broadcast over the batch: what a lookup of `arange(L)`
+            // gives, without the ids or the gather (and its scatter in the backward pass).
+            Positions::Absolute => leading_rows(&self.position_embeddings, ids.dims()[1]),
             Positions::AfterPadding { pad } => {
                 let tokens = ids.clone().not_equal_elem(pad as i64).int();
-                tokens.clone().cumsum(1) * tokens + pad as i64
+                let positions = tokens.clone().cumsum(1) * tokens + pad as i64;
+                self.position_embeddings.forward(positions)
             }
         };
-        // Token type 0 for every token, as HF does for a single text.
-        let x = self.word_embeddings.forward(ids)
-            + self.position_embeddings.forward(positions)
-            + leading_rows(&self.token_type_embeddings, 1);
+        let x = self.word_embeddings.forward(ids) + positions + token_type;
         let x = self.embeddings_dropout.forward(self.embeddings_norm.forward(x));
         run_post_ln(&self.layers, x, mask, dtype)
     }
