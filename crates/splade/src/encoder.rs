@@ -51,20 +51,21 @@ pub fn splade_pool(logits: Tensor<3>, mask: Tensor<2, Int>) -> Tensor<2> {
 /// piece of a concatenation: each tile fewer is a few launches fewer.
 pub const GPU_TILE_BYTES: u64 = 1 << 30;
 
-/// The same on the host, where a launch costs nothing: 128 MiB, 8,192 terms at 32 × 128 tokens.
-/// The whole vocabulary at once there took encoding's peak memory from 732 to 1,430 MiB for
-/// 1.017× the wall time (docs/perf-gpu.md, "The head's tiles").
-pub const HOST_TILE_BYTES: u64 = 128 << 20;
+/// Vocabulary terms per tile on the host, where a launch costs nothing: 8,192, as before tiles
+/// were sized by bytes. Larger tiles only cost memory there: the whole vocabulary at once took
+/// encoding's peak from 732 to 1,430 MiB for 1.017× the wall time, and 16,384 terms a training
+/// step's from 3,479 to 3,612 MiB (docs/perf-gpu.md, "The head's tiles").
+pub const HOST_TILE: usize = 8192;
 
-/// Vocabulary terms per tile of the head for `tokens` token rows on `device`: as many as
-/// [`GPU_TILE_BYTES`] (within the device's largest buffer) or [`HOST_TILE_BYTES`] of f32 logits
-/// hold, in multiples of 256 (so that a tile's decoder rows start on an aligned offset and are
-/// a view).
+/// Vocabulary terms per tile of the head for `tokens` token rows on `device`: on a GPU as many
+/// as [`GPU_TILE_BYTES`] of f32 logits hold (within the device's largest buffer), in multiples
+/// of 256 (so that a tile's decoder rows start on an aligned offset and are a view); on the
+/// host [`HOST_TILE`].
 pub fn head_tile(tokens: usize, device: &Device) -> usize {
-    let bytes = match DeviceLimits::of(device) {
-        Some(gpu) => GPU_TILE_BYTES.min(gpu.max_buffer_bytes),
-        None => HOST_TILE_BYTES,
+    let Some(gpu) = DeviceLimits::of(device) else {
+        return HOST_TILE;
     };
+    let bytes = GPU_TILE_BYTES.min(gpu.max_buffer_bytes);
     let terms = bytes / (tokens.max(1) as u64 * 4);
     (terms as usize / 256 * 256).max(256)
 }
@@ -227,16 +228,16 @@ mod tests {
         (backbone, ids, mask)
     }
 
-    /// A tile's f32 logits stay within the budget (on a GPU, within its largest buffer too), in
-    /// multiples of 256 terms and at least 256.
+    /// On a GPU a tile's f32 logits stay within the budget and the largest buffer, in multiples
+    /// of 256 terms and at least 256; the host's tiles are of a fixed size.
     #[test]
     fn a_head_tile_holds_its_budget_of_logits() {
         let flex = Device::flex();
-        assert_eq!(head_tile(32 * 128, &flex), 8192);
-        assert_eq!(head_tile(128 * 256, &flex), 1024);
-        assert_eq!(head_tile(1 << 30, &flex), 256);
+        assert_eq!(head_tile(32 * 128, &flex), HOST_TILE);
+        assert_eq!(head_tile(128 * 256, &flex), HOST_TILE);
         for device in lsr_compute::test_devices().into_iter().skip(1) {
             let largest = DeviceLimits::of(&device).expect("a GPU").max_buffer_bytes;
+            assert_eq!(head_tile(1 << 30, &device), 256);
             for tokens in [8 * 32, 32 * 128, 128 * 256] {
                 let tile = head_tile(tokens, &device);
                 assert_eq!(tile % 256, 0);

@@ -8,7 +8,7 @@ pub mod encoder;
 pub mod package;
 
 pub use encoder::{
-    GPU_TILE_BYTES, HOST_TILE_BYTES, SparseVector, SpladeEncoder, encode_pooled,
-    encode_pooled_tiles, head_tile, splade_pool,
+    GPU_TILE_BYTES, HOST_TILE, SparseVector, SpladeEncoder, encode_pooled, encode_pooled_tiles,
+    head_tile, splade_pool,
 };
 pub use package::{ModelCard, write_sentence_transformers};
