@@ -196,8 +196,8 @@ impl MlmHead {
         transformed.reshape([batch * len, dim]).cast(dtype)
     }
 
-    /// The vocabulary bias as a row in `dtype`, made before the product it is added to (see
-    /// [`row_vector`]); `None` where the head has no vocabulary bias.
+    /// The vocabulary bias as a row in `dtype` (in [`Self::forward`] made before the product
+    /// it is added to, see [`row_vector`]); `None` where the head has no vocabulary bias.
     fn bias_row(&self, dtype: DType) -> Option<RowVector> {
         let bias = self.bias.as_ref()?;
         Some(row_vector(param_in(bias, dtype), dtype))

@@ -200,15 +200,6 @@ fn cuda_driver_has(index: usize) -> std::result::Result<(), String> {
     }
 }
 
-/// Whether `device` is the host's (the flex CPU backend), where memory traffic and allocation
-/// cost what launches cost on a GPU.
-pub fn is_host(device: &Device) -> bool {
-    matches!(
-        device.clone().inner().as_dispatch(),
-        burn::backend::DispatchDevice::Flex(_)
-    )
-}
-
 /// The devices a test comparing two computations of the same thing runs on: flex, and the
 /// device `LSR_TEST_DEVICE` names (CI: WGPU on Mesa's software Vulkan).
 pub fn test_devices() -> Vec<Device> {
