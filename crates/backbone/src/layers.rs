@@ -10,7 +10,7 @@ use burn::tensor::{DType, activation};
 use crate::error::{BackboneError, Result};
 use crate::weights::Weights;
 pub use lsr_compute::attention::AttentionMask;
-use lsr_compute::attention::attention;
+use lsr_compute::attention::{attention, attention_qkv, merge_heads, split_qkv};
 pub use lsr_compute::dropout::Dropout;
 use lsr_compute::launches::{Region, mark};
 use lsr_compute::norm::LayerNorm;
@@ -61,27 +61,6 @@ impl Activation {
 pub fn over_tokens(x: Tensor<3>, f: impl FnOnce(Tensor<2>, usize) -> Tensor<2>) -> Tensor<3> {
     let [batch, len, hidden] = x.dims();
     f(x.reshape([batch * len, hidden]), batch).reshape([batch, len, hidden])
-}
-
-/// `[B·L, H]` rows → `[B, heads, L, H / heads]`.
-pub fn split_heads(x: Tensor<2>, batch: usize, heads: usize) -> Tensor<4> {
-    let [rows, hidden] = x.dims();
-    x.reshape([batch, rows / batch, heads, hidden / heads])
-        .swap_dims(1, 2)
-}
-
-/// `[B, heads, L, d]` → `[B·L, heads · d]` rows.
-pub fn merge_heads(x: Tensor<4>) -> Tensor<2> {
-    let [batch, heads, len, dim] = x.dims();
-    x.swap_dims(1, 2).reshape([batch * len, heads * dim])
-}
-
-/// The `[B·L, 3H]` rows of a q | k | v projection → q, k and v as `[B, heads, L, H / heads]`
-/// views of it.
-pub fn split_qkv(qkv: Tensor<2>, batch: usize, heads: usize) -> [Tensor<4>; 3] {
-    let hidden = qkv.dims()[1] / 3;
-    let part = |i: usize| qkv.clone().slice_dim(1, i * hidden..(i + 1) * hidden);
-    [0, 1, 2].map(|i| split_heads(part(i), batch, heads))
 }
 
 /// Rotary position embedding in the rotate-half (NeoX) convention HF uses for ModernBERT and
@@ -311,9 +290,8 @@ impl PostLnBlock {
     ) -> Tensor<2> {
         let x = mark(x, Region::Attention);
         let qkv = linear(&self.qkv, x.clone().cast(dtype), dtype);
-        let [q, k, v] = split_qkv(qkv, batch, self.heads);
         let drop = self.dropout;
-        let context = merge_heads(attention(q, k, v, mask, drop.attention_probs));
+        let context = attention_qkv(qkv, batch, self.heads, mask, drop.attention_probs);
         let attended = linear(&self.attention_output, context, dtype);
         let a = self
             .attention_norm

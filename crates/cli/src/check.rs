@@ -269,8 +269,9 @@ fn attention_items(device: &Device, precision: Precision) -> Vec<Item> {
                 _ => "fused attention: dV (relative)",
             };
             let detail = format!("largest |value| {:.2e}", d.largest);
+            let layout = if d.packed { "-qkv" } else { "" };
             Item::new(
-                &format!("attention-{}", d.case),
+                &format!("attention-{}{layout}", d.case),
                 what,
                 d.relative(),
                 bound,

@@ -290,9 +290,7 @@ impl Harness {
             precision,
             hidden,
             matmul: products_on(&self.device),
-            attention: attention::route(
-                &Tensor::<4>::zeros([1, 1, 1, 64], &self.device).cast(precision.compute()),
-            ),
+            attention: attention::route(&self.device, precision.compute(), 64),
             iterations: self.iterations,
             peak_rss_mib: peak_rss_mib(),
             device_reserved_mib: reserved_mib(&self.device),

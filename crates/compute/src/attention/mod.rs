@@ -13,6 +13,7 @@ pub mod verify;
 use std::cell::OnceCell;
 
 use burn::prelude::*;
+use burn::tensor::DType;
 
 use crate::dropout::Dropout;
 pub use mode::{AttentionMode, attention_mode};
@@ -69,26 +70,71 @@ pub fn attention(
     dropout: Dropout,
 ) -> Tensor<4> {
     #[cfg(any(feature = "wgpu", feature = "cuda"))]
-    if runs_fused(&q) {
+    if runs_fused(&q.device(), q.dtype(), q.dims()[3]) {
         return fused::attention(q, k, v, &mask.key_bias, mask.half_window, dropout);
     }
     composed::attention(q, k, v, mask.composed_bias(), dropout)
 }
 
-/// How attention of `[B, H, L, d]` `q` runs here: fused where `LSR_ATTENTION` allows it and the
-/// kernels serve the device, the dtype and the head dimension, else composed.
-pub fn route(q: &Tensor<4>) -> AttentionMode {
+/// Attention of the `[B·L, 3·H]` rows of B texts' q | k | v projection, `heads` heads each:
+/// the context's `[B·L, H]` rows. As [`attention`] of [`split_qkv`]'s views, with the fused
+/// kernels writing the projection's gradient whole rather than three to be gathered into it.
+pub fn attention_qkv(
+    qkv: Tensor<2>,
+    batch: usize,
+    heads: usize,
+    mask: &AttentionMask,
+    dropout: Dropout,
+) -> Tensor<2> {
     #[cfg(any(feature = "wgpu", feature = "cuda"))]
-    if runs_fused(q) {
+    {
+        let [rows, width] = qkv.dims();
+        let dim = width / (3 * heads);
+        if runs_fused(&qkv.device(), qkv.dtype(), dim) {
+            let packed = qkv.reshape([batch, rows / batch, 3, heads, dim]);
+            let out = fused::attention_packed(packed, &mask.key_bias, mask.half_window, dropout);
+            return out.reshape([rows, heads * dim]);
+        }
+    }
+    let [q, k, v] = split_qkv(qkv, batch, heads);
+    merge_heads(attention(q, k, v, mask, dropout))
+}
+
+/// `[B·L, H]` rows → `[B, heads, L, H / heads]`.
+pub fn split_heads(x: Tensor<2>, batch: usize, heads: usize) -> Tensor<4> {
+    let [rows, hidden] = x.dims();
+    x.reshape([batch, rows / batch, heads, hidden / heads])
+        .swap_dims(1, 2)
+}
+
+/// `[B, heads, L, d]` → `[B·L, heads · d]` rows.
+pub fn merge_heads(x: Tensor<4>) -> Tensor<2> {
+    let [batch, heads, len, dim] = x.dims();
+    x.swap_dims(1, 2).reshape([batch * len, heads * dim])
+}
+
+/// The `[B·L, 3H]` rows of a q | k | v projection → q, k and v as `[B, heads, L, H / heads]`
+/// views of it.
+pub fn split_qkv(qkv: Tensor<2>, batch: usize, heads: usize) -> [Tensor<4>; 3] {
+    let hidden = qkv.dims()[1] / 3;
+    let part = |i: usize| qkv.clone().slice_dim(1, i * hidden..(i + 1) * hidden);
+    [0, 1, 2].map(|i| split_heads(part(i), batch, heads))
+}
+
+/// How attention of heads of `dim` terms in `dtype` runs on `device`: fused where
+/// `LSR_ATTENTION` allows it and the kernels serve the three, else composed.
+pub fn route(device: &Device, dtype: DType, dim: usize) -> AttentionMode {
+    #[cfg(any(feature = "wgpu", feature = "cuda"))]
+    if runs_fused(device, dtype, dim) {
         return AttentionMode::Fused;
     }
-    let _ = q;
+    let _ = (device, dtype, dim);
     AttentionMode::Composed
 }
 
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
-fn runs_fused(q: &Tensor<4>) -> bool {
-    attention_mode() == Ok(AttentionMode::Fused) && fused::serves(q)
+fn runs_fused(device: &Device, dtype: DType, dim: usize) -> bool {
+    attention_mode() == Ok(AttentionMode::Fused) && fused::serves(device, dtype, dim)
 }
 
 #[cfg(test)]

@@ -19,7 +19,7 @@ fn values<const D: usize>(t: Tensor<D>) -> Vec<f32> {
 fn fused_devices() -> Vec<Device> {
     test_devices()
         .into_iter()
-        .filter(|device| fused::serves(&Tensor::<4>::zeros([1, 1, 1, 8], device)))
+        .filter(|device| fused::serves(device, DType::F32, 8))
         .collect()
 }
 
@@ -37,9 +37,10 @@ fn assert_within(deviations: Vec<verify::Deviation>, device: &Device) {
         let bound = if d.what == "out" { 1e-5 } else { GRADIENTS };
         assert!(
             d.relative() <= bound,
-            "{device:?} {} {}: |Δ| {} of largest {}",
+            "{device:?} {} {} (packed: {}): |Δ| {} of largest {}",
             d.case,
             d.what,
+            d.packed,
             d.max_abs,
             d.largest
         );

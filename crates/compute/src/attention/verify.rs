@@ -24,6 +24,9 @@ pub struct Deviation {
     pub case: &'static str,
     /// `out`, `dq`, `dk` or `dv`.
     pub what: &'static str,
+    /// Whether the kernels took q, k and v as the rows of one projection (and gave one
+    /// gradient), as the families with three projections call them.
+    pub packed: bool,
     pub max_abs: f64,
     pub largest: f64,
 }
@@ -75,8 +78,7 @@ const CASES: [Case; 3] = [
 pub fn fused_against_host(device: &Device, dtype: DType) -> Option<Vec<Deviation>> {
     #[cfg(any(feature = "wgpu", feature = "cuda"))]
     {
-        let probe = Tensor::<4>::zeros([1, 1, 1, 64], device).cast(dtype);
-        if !super::fused::serves(&probe) {
+        if !super::fused::serves(device, dtype, 64) {
             return None;
         }
         Some(
@@ -95,7 +97,9 @@ pub fn fused_against_host(device: &Device, dtype: DType) -> Option<Vec<Deviation
 
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
 pub(crate) fn deviations(case: &Case, device: &Device, dtype: DType) -> Vec<Deviation> {
-    use super::fused::{HashedDropout, Options, dropout_factors, fused_attention_of};
+    use super::fused::{
+        HashedDropout, Options, dropout_factors, fused_attention_of, fused_attention_packed_of,
+    };
     let options = Options {
         scale: (case.dims[3] as f32).sqrt().recip(),
         half_window: case.half_window,
@@ -114,6 +118,11 @@ pub(crate) fn deviations(case: &Case, device: &Device, dtype: DType) -> Vec<Devi
             .0
             .swap_dims(1, 2)
     });
+    let packed = inputs.packed_outputs_and_gradients(device, dtype, |qkv, mask| {
+        fused_attention_packed_of(qkv, mask.key_bias.clone(), options)
+            .0
+            .swap_dims(1, 2)
+    });
     // In f32, as the model's composed attention: a score of −1e9 plus a dot product is −1e9
     // there, which makes a query whose keys are all masked uniform (f64 would keep the dot
     // products and give such a row other weights).
@@ -125,19 +134,22 @@ pub(crate) fn deviations(case: &Case, device: &Device, dtype: DType) -> Vec<Devi
             None => probabilities.matmul(v),
         }
     });
-    ["out", "dq", "dk", "dv"]
+    let labels = [false, true]
         .into_iter()
-        .zip(fused.into_iter().zip(host))
-        .map(|(what, (a, b))| {
+        .flat_map(|packed| ["out", "dq", "dk", "dv"].map(|what| (what, packed)));
+    labels
+        .zip(fused.iter().chain(&packed).zip(host.iter().chain(&host)))
+        .map(|((what, packed), (a, b))| {
             let max_abs = a
                 .iter()
-                .zip(&b)
+                .zip(b)
                 .map(|(x, y)| (x - y).abs() as f64)
                 .fold(0.0, f64::max);
             let largest = b.iter().map(|y| y.abs() as f64).fold(0.0, f64::max);
             Deviation {
                 case: case.name,
                 what,
+                packed,
                 max_abs,
                 largest,
             }
@@ -186,30 +198,68 @@ impl Inputs {
         attend: impl Fn(Tensor<4>, Tensor<4>, Tensor<4>, &AttentionMask) -> Tensor<4>,
     ) -> Vec<Vec<f32>> {
         let device = device.clone().autodiff();
-        let dims = self.case_dims;
-        let [batch, _, len, _] = dims;
-        let tensor =
-            |data: &Vec<f32>| Tensor::<4>::from_data(TensorData::new(data.clone(), dims), &device);
-        let [q, k, v] = self
-            .qkv
+        let [q, k, v] = self.qkv(&device, dtype).map(Tensor::require_grad);
+        let out = attend(q.clone(), k.clone(), v.clone(), &self.mask(&device));
+        let grads = self.weighted_sum(out.clone()).backward();
+        let mut all = vec![values(out.cast(DType::F32))];
+        all.extend([q, k, v].map(|t| values(t.grad(&grads).expect("a gradient of each input"))));
+        all
+    }
+
+    /// As [`Self::outputs_and_gradients`], `attend` taking q, k, v as one `[B, L, 3, H, d]`
+    /// tensor, whose gradient is split for the comparison.
+    fn packed_outputs_and_gradients(
+        &self,
+        device: &Device,
+        dtype: DType,
+        attend: impl Fn(Tensor<5>, &AttentionMask) -> Tensor<4>,
+    ) -> Vec<Vec<f32>> {
+        let device = device.clone().autodiff();
+        let parts = self.qkv(&device, dtype).map(|t| t.swap_dims(1, 2));
+        let qkv = Tensor::stack::<5>(parts.to_vec(), 2).require_grad();
+        let out = attend(qkv.clone(), &self.mask(&device));
+        let grads = self.weighted_sum(out.clone()).backward();
+        let gradient = qkv.grad(&grads).expect("a gradient of q|k|v");
+        let [batch, heads, len, dim] = self.case_dims;
+        let mut all = vec![values(out.cast(DType::F32))];
+        all.extend([0, 1, 2].map(|part| {
+            let one = gradient.clone().slice_dim(2, part..part + 1);
+            values(one.reshape([batch, len, heads, dim]).swap_dims(1, 2))
+        }));
+        all
+    }
+
+    /// q, k and v `[B, H, L, d]` on `device`, in `dtype`.
+    fn qkv(&self, device: &Device, dtype: DType) -> [Tensor<4>; 3] {
+        self.qkv
             .each_ref()
-            .map(|d| tensor(d).cast(dtype).require_grad());
+            .map(|d| self.tensor(d, device).cast(dtype))
+    }
+
+    fn tensor(&self, data: &[f32], device: &Device) -> Tensor<4> {
+        Tensor::from_data(TensorData::new(data.to_vec(), self.case_dims), device)
+    }
+
+    /// `Σ out · w`, in f32: the loss whose gradients are compared.
+    fn weighted_sum(&self, out: Tensor<4>) -> Tensor<1> {
+        let weights = self.tensor(&self.weights, &out.device());
+        (out.cast(DType::F32) * weights).sum()
+    }
+
+    /// The case's padding (the last `pads` tokens of the second text), and its window.
+    fn mask(&self, device: &Device) -> AttentionMask {
+        let [batch, _, len, _] = self.case_dims;
         let tokens: Vec<i64> = (0..batch * len)
             .map(|i| i64::from(!(i / len == 1 && i % len >= len - self.pads)))
             .collect();
         let padding = AttentionMask::padding(Tensor::from_data(
             TensorData::new(tokens, [batch, len]),
-            &device,
+            device,
         ));
-        let mask = match self.half_window {
+        match self.half_window {
             Some(w) => padding.sliding(w),
             None => padding,
-        };
-        let out = attend(q.clone(), k.clone(), v.clone(), &mask).cast(DType::F32);
-        let grads = (out.clone() * tensor(&self.weights)).sum().backward();
-        let mut all = vec![values(out)];
-        all.extend([q, k, v].map(|t| values(t.grad(&grads).expect("a gradient of each input"))));
-        all
+        }
     }
 }
 

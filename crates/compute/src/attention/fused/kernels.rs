@@ -12,8 +12,9 @@
 //! gives them) would come back wrong.
 //!
 //! Layouts: `q`, `k`, `v` are `[B, H, L, d]` read through their strides (the heads' views of
-//! the projections, never copied); `out`, `dout` and the gradients are `[B, L, H, d]`
-//! contiguous, which the model's rows are without a copy; `key_bias` is `[B, L]`, `stats`
+//! the projections, never copied); `out` and `dout` are `[B, L, H, d]` contiguous, which the
+//! model's rows are without a copy, and the gradients one `[B, L, 3, H, d]` (dQ, dK, dV: the
+//! layout of a q | k | v projection's rows); `key_bias` is `[B, L]`, `stats`
 //! `[B, H, L, 2]` (max, ln sum) and `delta` `[B, H, L]`, all f32.
 
 use burn_cubecl::cubecl;
@@ -164,6 +165,21 @@ fn load_head_row<F: Float>(
     }
 }
 
+/// Where term 0 of row `row` of head `h` of `part` (0: q, 1: k, 2: v) starts in the
+/// `[B, L, 3, H, d]` gradients.
+#[cube]
+fn gradient_base(
+    b: usize,
+    row: usize,
+    h: usize,
+    len: usize,
+    heads: usize,
+    part: usize,
+    #[comptime] dim: usize,
+) -> usize {
+    (((b * len + row) * 3 + part) * heads + h) * dim
+}
+
 /// The unit's row (its cube's first row plus its position), and whether it is a real one: the
 /// units past the end stage tiles and wait at barriers but compute nothing.
 #[cube]
@@ -251,7 +267,7 @@ pub fn forward<F: Float>(
     }
 }
 
-/// dQ `[B, L, H, d]` and `delta = rowsum(dO ∘ O)` `[B, H, L]`, which dK needs. Cubes: (query
+/// dQ (part 0 of the gradients) and `delta = rowsum(dO ∘ O)` `[B, H, L]`, which dK needs. Cubes: (query
 /// blocks, heads, batch).
 #[cube(launch)]
 pub fn query_gradient<F: Float>(
@@ -262,7 +278,7 @@ pub fn query_gradient<F: Float>(
     out: &Tensor<F>,
     dout: &Tensor<F>,
     stats: &Tensor<f32>,
-    dq: &mut Tensor<F>,
+    gradients: &mut Tensor<F>,
     delta: &mut Tensor<f32>,
     params: Params,
     #[comptime] shape: Shape,
@@ -319,9 +335,10 @@ pub fn query_gradient<F: Float>(
         start += shape.tile;
     }
     if active {
+        let at = gradient_base(b, i, h, len, heads, 0usize, dim);
         #[unroll]
         for c in 0..dim {
-            dq[base + c] = F::cast_from(grad[c] * params.scale);
+            gradients[at + c] = F::cast_from(grad[c] * params.scale);
         }
         delta[row_id] = d;
     }
@@ -351,7 +368,7 @@ fn stage_row_terms(
     }
 }
 
-/// dK (`keys`) or dV `[B, L, H, d]`: one body, compiled for each, as two kernels (the two
+/// dK (`keys`, part 1 of the gradients) or dV (part 2): one body, compiled for each, as two kernels (the two
 /// accumulators together would need 256 registers of f32 a unit at head dimension 64). dV needs
 /// neither `v` nor `delta`, bound all the same. Cubes: (key blocks, heads, batch).
 #[cube(launch)]
@@ -363,7 +380,7 @@ pub fn key_value_gradient<F: Float>(
     dout: &Tensor<F>,
     stats: &Tensor<f32>,
     delta: &Tensor<f32>,
-    grad: &mut Tensor<F>,
+    gradients: &mut Tensor<F>,
     params: Params,
     #[comptime] shape: Shape,
     #[comptime] keys: bool,
@@ -458,11 +475,12 @@ pub fn key_value_gradient<F: Float>(
         start += shape.tile;
     }
     if active {
-        let base = ((b * len + j) * heads + h) * dim;
+        let part = comptime!(if keys { 1usize } else { 2usize });
+        let at = gradient_base(b, j, h, len, heads, part, dim);
         let scale = if keys { params.scale } else { f32::new(1.0) };
         #[unroll]
         for c in 0..dim {
-            grad[base + c] = F::cast_from(acc[c] * scale);
+            gradients[at + c] = F::cast_from(acc[c] * scale);
         }
     }
 }

@@ -1,6 +1,6 @@
 //! The fused attention on the cube backends: which dtypes and tiles a device takes, and the
 //! launches of `kernels.rs` (one for the forward, three for the backward: dQ, then dK and dV
-//! from one kernel body).
+//! from one kernel body, into one gradient tensor).
 
 use burn::backend::TensorMetadata;
 use burn::backend::cubecl::dtype_to_storage_type;
@@ -17,7 +17,7 @@ use cubecl::ir::{ElemType, FloatKind, HardwareProperties};
 use cubecl::prelude::*;
 
 use super::kernels::{self, ParamsLaunch, Shape};
-use super::{FusedAttention, Options};
+use super::{FusedAttention, Options, heads_of};
 
 /// The most units a cube runs: each holds a few rows of the head dimension in registers, so
 /// more would only lower how many cubes fit on a multiprocessor.
@@ -112,15 +112,15 @@ impl Plan {
         )
     }
 
-    /// A new `[B, L, H, d]` tensor (the output, a gradient) in `dtype`.
-    fn rows(&self, like: &CubeTensor, dtype: DType) -> CubeTensor {
-        let dims = [self.batch, self.len, self.heads, self.shape.dim];
-        empty_device_contiguous_dtype(
-            like.client.clone(),
-            like.device.clone(),
-            Dims::from(dims),
-            dtype,
-        )
+    /// A new `[B, L, H, d]` tensor (the output) in `dtype`, or with `parts`, `[B, L, parts,
+    /// H, d]` (the gradients of q, k and v).
+    fn rows(&self, like: &CubeTensor, dtype: DType, parts: Option<usize>) -> CubeTensor {
+        let (batch, len, heads, dim) = (self.batch, self.len, self.heads, self.shape.dim);
+        let dims = match parts {
+            None => Dims::from([batch, len, heads, dim]),
+            Some(parts) => Dims::from([batch, len, parts, heads, dim]),
+        };
+        empty_device_contiguous_dtype(like.client.clone(), like.device.clone(), dims, dtype)
     }
 
     /// A new f32 tensor of `width` terms per row, `[B, H, L, width]` (the statistics: max and
@@ -144,7 +144,7 @@ impl FusedAttention for CubeBackend {
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
         let (q, k, v, key_bias) = (untile(q), untile(k), untile(v), untile(key_bias));
         let plan = Plan::of(&q, options);
-        let (out, stats) = (plan.rows(&q, q.dtype), plan.row_terms(&q, 2));
+        let (out, stats) = (plan.rows(&q, q.dtype, None), plan.row_terms(&q, 2));
         let (count, dim) = plan.grid();
         let dtype = dtype_to_storage_type(q.dtype);
         kernels::forward::launch(
@@ -164,6 +164,15 @@ impl FusedAttention for CubeBackend {
         (out, stats)
     }
 
+    fn fused_attention_packed(
+        qkv: FloatTensor<Self>,
+        key_bias: FloatTensor<Self>,
+        options: Options,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        let [q, k, v] = heads_of::<Self>(qkv);
+        Self::fused_attention(q, k, v, key_bias, options)
+    }
+
     fn fused_attention_backward(
         q: FloatTensor<Self>,
         k: FloatTensor<Self>,
@@ -173,7 +182,7 @@ impl FusedAttention for CubeBackend {
         dout: FloatTensor<Self>,
         stats: FloatTensor<Self>,
         options: Options,
-    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
+    ) -> FloatTensor<Self> {
         let (q, k, v, key_bias) = (untile(q), untile(k), untile(v), untile(key_bias));
         // The kernels index these as dense `[B, L, H, d]` and `[B, H, L]` rows.
         let (out, stats) = (into_contiguous(out), into_contiguous(stats));
@@ -182,11 +191,8 @@ impl FusedAttention for CubeBackend {
         let client = q.client.clone();
         let dtype = dtype_to_storage_type(q.dtype);
         let (count, dim) = plan.grid();
-        let (dq, dk, dv) = (
-            plan.rows(&q, q.dtype),
-            plan.rows(&q, q.dtype),
-            plan.rows(&q, q.dtype),
-        );
+        // dQ, dK and dV in one tensor, each kernel writing its part.
+        let gradients = plan.rows(&q, q.dtype, Some(3));
         let delta = plan.row_terms(&q, 1);
         kernels::query_gradient::launch(
             &client,
@@ -199,13 +205,13 @@ impl FusedAttention for CubeBackend {
             out.into_tensor_arg(),
             dout.clone().into_tensor_arg(),
             stats.clone().into_tensor_arg(),
-            dq.clone().into_tensor_arg(),
+            gradients.clone().into_tensor_arg(),
             delta.clone().into_tensor_arg(),
             plan.params(),
             plan.shape,
             dtype,
         );
-        for (keys, gradient) in [(true, &dk), (false, &dv)] {
+        for keys in [true, false] {
             kernels::key_value_gradient::launch(
                 &client,
                 count.clone(),
@@ -217,14 +223,14 @@ impl FusedAttention for CubeBackend {
                 dout.clone().into_tensor_arg(),
                 stats.clone().into_tensor_arg(),
                 delta.clone().into_tensor_arg(),
-                gradient.clone().into_tensor_arg(),
+                gradients.clone().into_tensor_arg(),
                 plan.params(),
                 plan.shape,
                 keys,
                 dtype,
             );
         }
-        (dq, dk, dv)
+        gradients
     }
 
     fn fused_attention_dropout(q: FloatTensor<Self>, options: Options) -> FloatTensor<Self> {
