@@ -44,7 +44,7 @@ pub enum Region {
     Metrics,
     /// The global gradient norm (and clipping, where the recipe asks).
     GradientNorm,
-    /// AdamW's update.
+    /// AdamW's update, and in bf16-mixed the cast of its master a step's forward passes use.
     Optimizer,
 }
 

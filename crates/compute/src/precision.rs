@@ -5,15 +5,16 @@
 //! here (attention widens its own scores: `layers::attend`), which cast operands to the compute
 //! dtype; in f32 each cast is a no-op and the f32 path is the one the parity tests check.
 //! Within [`casting_once`] a parameter is cast once, however often it is used (PyTorch's autocast
-//! keeps the same cache of cast weights).
+//! keeps the same cache of cast weights); within [`casting_from`] its copy is taken from
+//! [`Copies`] made in one piece beforehand (a training step casts its flat master once).
 
 use std::cell::RefCell;
 use std::collections::HashMap;
 
-use burn::module::{Param, ParamId};
+use burn::module::{Module, ModuleVisitor, Param, ParamId};
 use burn::nn::Linear;
 use burn::prelude::*;
-use burn::tensor::DType;
+use burn::tensor::{DType, Gradients};
 
 use crate::matmul::matmul;
 use crate::norm::{add_rows, row_vector};
@@ -95,6 +96,78 @@ pub fn casting_once<R>(f: impl FnOnce() -> R) -> R {
     });
     let _clear = outermost.then(|| Clear);
     f()
+}
+
+/// Compute-dtype copies of parameters made in one piece (on a training step, one cast of the
+/// optimiser's flat master), which [`casting_from`] uses in place of a cast at each parameter's
+/// first use. A copy is a leaf of the graph of its own: the backward pass sums its uses'
+/// gradient there, and [`Copies::fold`] moves that to the parameter.
+#[derive(Clone)]
+pub struct Copies {
+    dtype: DType,
+    copies: Vec<(ParamId, Tensor<1>)>,
+}
+
+impl Copies {
+    /// `copies`: each parameter's values flattened, in `dtype`, untracked.
+    pub fn new(dtype: DType, copies: Vec<(ParamId, Tensor<1>)>) -> Self {
+        Self { dtype, copies }
+    }
+
+    /// The same values as leaves whose gradients a backward pass keeps: for a pass with the
+    /// graph.
+    pub fn tracked(&self) -> Self {
+        let copies = (self.copies.iter())
+            .map(|(id, copy)| (*id, copy.clone().require_grad()))
+            .collect();
+        Self::new(self.dtype, copies)
+    }
+
+    /// Moves each copy's gradient in `gradients` to its parameter in `module`: cast to the
+    /// parameter's dtype once and added to the gradient of the parameter's other uses, as the
+    /// backward pass of [`casting_once`]'s cast would have.
+    pub fn fold<M: Module>(&self, module: &M, gradients: &mut Gradients) {
+        struct Fold<'a> {
+            copies: HashMap<ParamId, &'a Tensor<1>>,
+            gradients: &'a mut Gradients,
+        }
+        impl ModuleVisitor for Fold<'_> {
+            fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+                let Some(copy) = self.copies.get(&param.id) else {
+                    return;
+                };
+                let Some(gradient) = copy.grad_remove(self.gradients) else {
+                    return;
+                };
+                let value = param.val();
+                let gradient = gradient.cast(value.dtype()).reshape(value.dims());
+                let total = match value.grad_remove(self.gradients) {
+                    Some(own) => own + gradient,
+                    None => gradient,
+                };
+                value.grad_replace(self.gradients, total);
+            }
+        }
+        module.visit(&mut Fold {
+            copies: self.copies.iter().map(|(id, copy)| (*id, copy)).collect(),
+            gradients,
+        });
+    }
+}
+
+/// Runs `f` as [`casting_once`] does, with `copies` standing in for the casts of their
+/// parameters.
+pub fn casting_from<R>(copies: &Copies, f: impl FnOnce() -> R) -> R {
+    casting_once(|| {
+        CASTS.with(|casts| {
+            let mut casts = casts.borrow_mut();
+            let casts = casts.as_mut().expect("casting_once's scope");
+            for (id, copy) in &copies.copies {
+                casts.insert((*id, copies.dtype), copy.clone());
+            }
+        });
+        f()
+    })
 }
 
 /// `param`'s value in `dtype`; inside [`casting_once`], the copy made at its first use.
@@ -228,6 +301,43 @@ mod tests {
         for (a, b) in apart.iter().zip_eq(&shared) {
             assert!((a - b).abs() <= 1e-2 * a.abs().max(1.0), "{a} vs {b}");
         }
+    }
+
+    #[test]
+    fn copies_made_beforehand_stand_in_for_the_casts_with_the_same_gradients() {
+        let device = Device::flex().autodiff();
+        let layer = LinearConfig::new(4, 3).init(&device);
+        let x = Tensor::<2>::from_data(
+            TensorData::new(vec![0.5f32, -1.0, 2.0, 0.25, 1.5, 0.0, -0.5, 1.0], [2, 4]),
+            &device,
+        );
+        let bias = layer.bias.as_ref().unwrap();
+        // Twice in bf16, and the bias once more in f32, as a tied embedding is used.
+        let loss = || {
+            let y = linear(&layer, x.clone(), DType::BF16) + linear(&layer, x.clone(), DType::BF16);
+            (y.cast(DType::F32) * bias.val().unsqueeze::<2>()).sum()
+        };
+        let cast = casting_once(|| loss().backward());
+        let copy = |value: Tensor<1>| Tensor::from_inner(value.inner().cast(DType::BF16));
+        let copies = Copies::new(
+            DType::BF16,
+            vec![
+                (layer.weight.id, copy(layer.weight.val().reshape([12]))),
+                (bias.id, copy(bias.val())),
+            ],
+        );
+        let tracked = copies.tracked();
+        let (mut folded, entries) = casting_from(&tracked, || (loss().backward(), cached()));
+        assert_eq!(entries, Some(2), "the copies, and nothing cast beside them");
+        tracked.fold(&layer, &mut folded);
+        let data = |g: Option<Tensor<1>>| {
+            let g = g.expect("a gradient");
+            assert_eq!(g.dtype(), DType::F32);
+            g.into_data()
+        };
+        let weight = |grads: &Gradients| layer.weight.grad(grads).map(|g| g.reshape([12]));
+        assert_eq!(data(weight(&cast)), data(weight(&folded)));
+        assert_eq!(data(bias.grad(&cast)), data(bias.grad(&folded)));
     }
 
     #[test]

@@ -18,6 +18,7 @@ use burn::tensor::{DType, TensorData};
 use burn_pack::{Reader, Scalar, Writer};
 use lsr_backbone::MaskedLm;
 use lsr_compute::launches::DeviceLimits;
+use lsr_compute::precision::Copies;
 
 use crate::config::Recipe;
 use crate::error::{Result, TrainError};
@@ -25,9 +26,10 @@ use crate::legacy::{self, Joined};
 
 /// On the host, the elements each parameter's slice starts on, and the master's length a
 /// multiple of (1 KiB of f32). On a GPU it is the device's buffer-offset alignment (512 bytes on
-/// CUDA, 256 or less on Vulkan): burn's cube backends copy a slice whose start or end is not
-/// aligned, where an aligned one is a view of the master; no more, since each parameter whose
-/// length is not a multiple is followed by zeros that gathering its gradient concatenates too.
+/// CUDA, 256 or less on Vulkan) in elements of the compute dtype: burn's cube backends copy a
+/// slice whose start or end is not aligned, where an aligned one is a view of the master (or, in
+/// bf16-mixed, of its cast); no more, since each parameter whose length is not a multiple is
+/// followed by zeros that gathering its gradient concatenates too.
 const HOST_ALIGN: usize = 256;
 
 /// Pieces (a gradient, or the zeros that pad it) per concatenation: with its output and its
@@ -285,8 +287,10 @@ impl FlatAdamW {
     /// of them a view of its buffer's master.
     pub fn adopt(model: MaskedLm, recipe: &Recipe) -> (Self, MaskedLm) {
         let device = model.device();
+        // Aligned for the compute dtype too: the slices of the master's cast ([`Self::copies`]).
+        let unit = recipe.precision.compute().size();
         let (cap, align) = match DeviceLimits::of(&device) {
-            Some(gpu) => (usize::MAX, (gpu.buffer_alignment as usize / 4).max(1)),
+            Some(gpu) => (usize::MAX, (gpu.buffer_alignment as usize / unit).max(1)),
             None => (HOST_BUFFER, HOST_ALIGN),
         };
         let layout = Layout::of(&model, cap, align);
@@ -314,6 +318,24 @@ impl FlatAdamW {
         let device = parts.first().map(|p| p.device());
         let buffers = device.map_or_else(Vec::new, |device| self.layout.gather(parts, &device));
         FlatGradient { buffers }
+    }
+
+    /// The trainable parameters in `dtype`: each master cast once, each parameter its slice (a
+    /// view where the device's alignment allows, as [`Self::adopt`] lays them out). A step
+    /// makes them once for all its micro-batches, where a cast at each parameter's first use
+    /// launched one kernel per parameter and micro-batch.
+    pub fn copies(&self, dtype: DType) -> Copies {
+        let cast: Vec<Tensor<1>> = (self.masters.iter())
+            .map(|master| master.clone().cast(dtype))
+            .collect();
+        let copies = (self.layout.slots.iter())
+            .map(|slot| {
+                let slice =
+                    (cast[slot.buffer].clone()).slice([slot.offset..slot.offset + slot.len]);
+                (slot.id, Tensor::from_inner(slice))
+            })
+            .collect();
+        Copies::new(dtype, copies)
     }
 
     /// One AdamW step with learning rate `lr` and `gradient`; returns the model with its

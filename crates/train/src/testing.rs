@@ -18,14 +18,15 @@ pub fn whole_batch_gradients(
     micro_batches: &[TrainBatch],
     lambdas: (f64, f64),
 ) -> GradientsParams {
+    let copies = trainer.copies().map(|copies| copies.tracked());
     let parts = (micro_batches.iter())
-        .map(|batch| trainer.encode(&trainer.model, batch))
+        .map(|batch| trainer.encode(&trainer.model, batch, copies.as_ref()))
         .collect();
     let layout = crate::trainer::WholeBatch::of(micro_batches, trainer.recipe.negatives);
     let (queries, documents) = layout.join(parts);
     let teacher = TrainBatch::joined_teacher(micro_batches, &queries.device());
     let terms = crate::splade_loss(queries, documents, teacher, &trainer.recipe, lambdas);
-    GradientsParams::from_grads(terms.total.backward(), &trainer.model)
+    trainer.backward(terms.total, copies.as_ref())
 }
 
 /// `(largest |a − b|, largest |b|)` over every parameter's gradient of `model`.

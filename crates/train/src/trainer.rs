@@ -3,9 +3,10 @@
 use burn::module::{Module, ModuleVisitor, Param};
 use burn::optim::{GradientsAccumulator, GradientsParams};
 use burn::prelude::*;
+use burn::tensor::DType;
 use lsr_backbone::MaskedLm;
 use lsr_compute::launches::{self, Label, Region};
-use lsr_compute::precision::casting_once;
+use lsr_compute::precision::{Copies, casting_from, casting_once};
 use lsr_splade::encode_pooled;
 use serde::{Deserialize, Serialize};
 
@@ -165,10 +166,12 @@ impl Trainer {
         logged: bool,
     ) -> (GradientsParams, [f64; MONITORED]) {
         let count = micro_batches.len() as f64;
+        let copies = self.copies();
         let mut accumulator = GradientsAccumulator::<MaskedLm>::new();
         let mut sums = [0.0f64; MONITORED];
         for batch in micro_batches {
-            let (queries, documents) = self.encode(&self.model, batch);
+            let tracked = copies.as_ref().map(Copies::tracked);
+            let (queries, documents) = self.encode(&self.model, batch, tracked.as_ref());
             let device = queries.device();
             launches::enter(&device, Label::forward(Region::Loss));
             let teacher = batch.teacher_tensor(&device);
@@ -181,11 +184,8 @@ impl Trainer {
             );
             let monitored = monitor(&terms, &queries, &documents, logged);
             backward_starts(&device);
-            let gradients = terms.total.div_scalar(count).backward();
-            accumulator.accumulate(
-                &self.model,
-                GradientsParams::from_grads(gradients, &self.model),
-            );
+            let loss = terms.total.div_scalar(count);
+            accumulator.accumulate(&self.model, self.backward(loss, tracked.as_ref()));
             for (sum, value) in sums.iter_mut().zip(monitored) {
                 *sum += value / count;
             }
@@ -205,8 +205,9 @@ impl Trainer {
         logged: bool,
     ) -> (GradientsParams, [f64; MONITORED]) {
         let untracked = self.model.clone().no_grad();
+        let copies = self.copies();
         let representations: Vec<(Tensor<2>, Tensor<2>)> = (micro_batches.iter())
-            .map(|batch| self.encode(&untracked, batch))
+            .map(|batch| self.encode(&untracked, batch, copies.as_ref()))
             .collect();
         let layout = WholeBatch::of(micro_batches, self.recipe.negatives);
         let (queries, documents) = layout.join(representations);
@@ -229,32 +230,59 @@ impl Trainer {
         let document_gradient = documents.grad(&gradients).expect("documents require grad");
         let mut accumulator = GradientsAccumulator::<MaskedLm>::new();
         for (index, batch) in micro_batches.iter().enumerate() {
-            let (queries, documents) = self.encode(&self.model, batch);
+            let tracked = copies.as_ref().map(Copies::tracked);
+            let (queries, documents) = self.encode(&self.model, batch, tracked.as_ref());
             let (query_rows, document_rows) =
                 layout.rows(index, query_gradient.clone(), document_gradient.clone());
             let surrogate = (queries * query_rows.autodiff()).sum()
                 + (documents * document_rows.autodiff()).sum();
             backward_starts(&device);
-            accumulator.accumulate(
-                &self.model,
-                GradientsParams::from_grads(surrogate.backward(), &self.model),
-            );
+            accumulator.accumulate(&self.model, self.backward(surrogate, tracked.as_ref()));
         }
         (accumulator.grads(), monitored)
     }
 
+    /// The step's compute-dtype copies of the parameters, one cast of the optimiser's flat
+    /// master for all its micro-batches; none in f32, where the parameters are used as they are.
+    pub(crate) fn copies(&self) -> Option<Copies> {
+        let dtype = self.recipe.precision.compute();
+        (dtype != DType::F32).then(|| {
+            launches::enter(&self.model.device(), Label::forward(Region::Optimizer));
+            self.optimizer.copies(dtype)
+        })
+    }
+
     /// SPLADE vectors of a micro-batch's queries and documents under `model`, its dropout masks
     /// drawn from the seed of its place in the data; both use one compute-dtype copy of each
-    /// weight.
-    pub(crate) fn encode(&self, model: &MaskedLm, batch: &TrainBatch) -> (Tensor<2>, Tensor<2>) {
+    /// weight: `copies`' (tracked where `model` is), or else one cast at its first use.
+    pub(crate) fn encode(
+        &self,
+        model: &MaskedLm,
+        batch: &TrainBatch,
+        copies: Option<&Copies>,
+    ) -> (Tensor<2>, Tensor<2>) {
         let device = model.device();
         lsr_compute::dropout::seed(&device, dropout_seed(self.recipe.seed, batch.index));
-        casting_once(|| {
+        let encode = || {
             let (query_ids, query_mask) = batch.queries.to_tensors(&device);
             let queries = encode_pooled(model, query_ids, query_mask);
             let (doc_ids, doc_mask) = batch.documents.to_tensors(&device);
             (queries, encode_pooled(model, doc_ids, doc_mask))
-        })
+        };
+        match copies {
+            Some(copies) => casting_from(copies, encode),
+            None => casting_once(encode),
+        }
+    }
+
+    /// The gradients of `loss` for the model's parameters, the uses of the `copies` it was
+    /// computed with included.
+    pub(crate) fn backward(&self, loss: Tensor<1>, copies: Option<&Copies>) -> GradientsParams {
+        let mut gradients = loss.backward();
+        if let Some(copies) = copies {
+            copies.fold(&self.model, &mut gradients);
+        }
+        GradientsParams::from_grads(gradients, &self.model)
     }
 }
 

@@ -1,10 +1,12 @@
 //! Gradient caching on flex: a step over 8 queries in 4 micro-batches, dropout on, has the
 //! gradient of the whole batch's loss (in-batch negatives and FLOPS over all 8) within f32
 //! bounds; accumulation, whose negatives and FLOPS are each micro-batch's, does not.
+//! In bf16-mixed, within bf16 bounds.
 
 use burn::prelude::*;
 use lsr_backbone::Backbone;
 use lsr_backbone::reference::fixtures_dir;
+use lsr_compute::Precision;
 use lsr_train::config::Batching;
 use lsr_train::data::{BatchPlan, TrainBatch, TripleSource};
 use lsr_train::testing::{gradient_deviation, whole_batch_gradients};
@@ -61,5 +63,35 @@ fn a_cached_step_has_the_whole_batch_gradient_with_dropout_on() {
     assert!(
         off > 1e-2 * largest,
         "accumulation: only {off:e} of {largest:e} off"
+    );
+}
+
+/// In bf16-mixed every pass takes its weights from one cast of the flat master
+/// (`FlatAdamW::copies`): the cached step still has the whole batch's gradient, to bf16's
+/// rounding (its sums over the micro-batches are f32 where the whole batch's are bf16).
+#[test]
+fn a_cached_bf16_mixed_step_has_the_whole_batch_gradient() {
+    let _lock = crate::one_run_at_a_time();
+    let device = Device::flex().autodiff();
+    let path = fixtures_dir().join("bert");
+    let backbone = Backbone::load_with_dropout(path.to_str().unwrap(), &device, 64, true).unwrap();
+    let batches = micro_batches(&backbone, 4, 2);
+    let recipe = Recipe {
+        batch_size: 8,
+        accumulation: 4,
+        batching: Batching::Cached,
+        precision: Precision::Bf16Mixed,
+        ..Recipe::default()
+    };
+    let cached = Trainer::new(backbone.model.clone(), recipe);
+    let lambdas = (0.3, 0.2);
+    let reference = whole_batch_gradients(&cached, &batches, lambdas);
+    let (gradients, _) = cached.gradients(&batches, lambdas, true);
+    let (off, largest) = gradient_deviation(&cached.model, &gradients, &reference);
+    assert!(largest > 0.0);
+    assert!(
+        // bf16's 8 significant bits: 2^-8 ≈ 3.9e-3 relative (3.1e-3 of the largest here).
+        off <= 1e-2 * largest,
+        "cached, bf16-mixed: off by {off:e} of {largest:e}"
     );
 }
