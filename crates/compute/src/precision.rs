@@ -230,14 +230,20 @@ mod tests {
     use burn::nn::LinearConfig;
     use itertools::Itertools;
 
-    #[test]
-    fn linear_runs_in_the_compute_dtype_and_its_gradient_reaches_the_f32_weight() {
+    /// A 4 → 3 linear map on an autodiff flex device, and two rows for it.
+    fn layer_and_input() -> (Linear, Tensor<2>) {
         let device = Device::flex().autodiff();
         let layer = LinearConfig::new(4, 3).init(&device);
         let x = Tensor::<2>::from_data(
             TensorData::new(vec![0.5f32, -1.0, 2.0, 0.25, 1.5, 0.0, -0.5, 1.0], [2, 4]),
             &device,
         );
+        (layer, x)
+    }
+
+    #[test]
+    fn linear_runs_in_the_compute_dtype_and_its_gradient_reaches_the_f32_weight() {
+        let (layer, x) = layer_and_input();
         let exact = linear(&layer, x.clone(), DType::F32);
         let mixed = linear(&layer, x, DType::BF16);
         assert_eq!(mixed.dtype(), DType::BF16);
@@ -305,12 +311,7 @@ mod tests {
 
     #[test]
     fn copies_made_beforehand_stand_in_for_the_casts_with_the_same_gradients() {
-        let device = Device::flex().autodiff();
-        let layer = LinearConfig::new(4, 3).init(&device);
-        let x = Tensor::<2>::from_data(
-            TensorData::new(vec![0.5f32, -1.0, 2.0, 0.25, 1.5, 0.0, -0.5, 1.0], [2, 4]),
-            &device,
-        );
+        let (layer, x) = layer_and_input();
         let bias = layer.bias.as_ref().unwrap();
         // Twice in bf16, and the bias once more in f32, as a tied embedding is used.
         let loss = || {

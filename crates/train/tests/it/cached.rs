@@ -30,13 +30,19 @@ fn micro_batches(backbone: &Backbone, count: u64, size: usize) -> Vec<TrainBatch
         .collect()
 }
 
-#[test]
-fn a_cached_step_has_the_whole_batch_gradient_with_dropout_on() {
-    let _lock = crate::one_run_at_a_time();
+/// BERT's fixture with dropout on, and 4 micro-batches of 2 queries.
+fn bert_with_dropout() -> (Backbone, Vec<TrainBatch>) {
     let device = Device::flex().autodiff();
     let path = fixtures_dir().join("bert");
     let backbone = Backbone::load_with_dropout(path.to_str().unwrap(), &device, 64, true).unwrap();
     let batches = micro_batches(&backbone, 4, 2);
+    (backbone, batches)
+}
+
+#[test]
+fn a_cached_step_has_the_whole_batch_gradient_with_dropout_on() {
+    let _lock = crate::one_run_at_a_time();
+    let (backbone, batches) = bert_with_dropout();
     let trainer = |batching| {
         let recipe = Recipe {
             batch_size: 8,
@@ -72,10 +78,7 @@ fn a_cached_step_has_the_whole_batch_gradient_with_dropout_on() {
 #[test]
 fn a_cached_bf16_mixed_step_has_the_whole_batch_gradient() {
     let _lock = crate::one_run_at_a_time();
-    let device = Device::flex().autodiff();
-    let path = fixtures_dir().join("bert");
-    let backbone = Backbone::load_with_dropout(path.to_str().unwrap(), &device, 64, true).unwrap();
-    let batches = micro_batches(&backbone, 4, 2);
+    let (backbone, batches) = bert_with_dropout();
     let recipe = Recipe {
         batch_size: 8,
         accumulation: 4,
