@@ -53,10 +53,10 @@ reproduce matrix="mini":
     echo 'lsr is target/release/lsr, not on the PATH: export PATH="$PWD/target/release:$PATH"'; \
     exit $status
 
-# Kernel launches and kept bytes per train step and encoded batch, lsr on WGPU beside PyTorch (.venv)
-launches python=".venv/bin/python":
+# Launches and kept bytes per train step and encoded batch: lsr on WGPU (fused attention, autotune minimal) beside PyTorch
+launches python=".venv/bin/python" *options="":
     scripts/build-lsr.sh wgpu
-    {{python}} scripts/bench/launches.py --lsr target/release/lsr --out docs/gpu/launches-wgpu.json
+    {{python}} scripts/bench/launches.py --lsr target/release/lsr --out docs/gpu/launches-wgpu.json {{options}}
 
 # The miniature again in bf16-mixed and with another data-order seed: same Table 1 pattern as f32?
 mini-precision: (reproduce "mini")

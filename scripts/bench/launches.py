@@ -5,15 +5,22 @@ per region of the model, and the bytes kept for the backward pass. Writes the JS
 run and prints the tables docs/perf-gpu.md shows.
 
     python scripts/bench/launches.py --lsr target/release/lsr [--device wgpu] [--out FILE]
+        [--attention fused|composed] [--autotune minimal|...] [--lsr-only]
 
-On a machine without a GPU, `--device wgpu` runs on Mesa's software Vulkan (lavapipe): the
-first run tunes every kernel (minutes); the kernel cache keeps the choices for the next.
+lsr runs with `LSR_ATTENTION` and `CUBECL_AUTOTUNE_LEVEL` set from `--attention` (fused: the
+kernels the counts judge) and `--autotune` (minimal: the fewest candidates, so that a cold kernel
+cache costs minutes, not the half hour full tuning takes on a 2-core machine; the choice moves
+the counts a little, so the JSON records it). On a machine without a GPU, `--device wgpu` runs
+on Mesa's software Vulkan (lavapipe): the first run compiles and tunes every kernel; the kernel
+cache keeps them for the next. Each lsr run's wall time is printed and kept. `--lsr-only`
+leaves PyTorch out (a machine without torch) and prints lsr's totals.
 """
 import argparse
 import json
 import os
 import subprocess
 import sys
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RUNS = [("train", "f32"), ("train", "bf16-mixed"), ("encode", "f32")]
@@ -24,15 +31,21 @@ REGIONS = ["embedding", "attention", "ffn", "head", "loss", "metrics", "loss-bac
            "gradient-norm", "optimizer", "unlabelled"]
 
 
-def json_lines(command):
-    out = subprocess.run(command, check=True, capture_output=True, text=True, cwd=os.getcwd()).stdout
+def json_lines(command, env=None):
+    out = subprocess.run(command, check=True, capture_output=True, text=True, cwd=os.getcwd(),
+                         env=env).stdout
     return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
 
 
-def lsr(binary, device, kind, precision):
+def lsr(binary, device, kind, precision, settings):
     bench = "train-step" if kind == "train" else "encode"
+    env = dict(os.environ, LSR_ATTENTION=settings["attention"],
+               CUBECL_AUTOTUNE_LEVEL=settings["autotune"])
+    start = time.monotonic()
     [report] = json_lines([binary, "bench", bench, "--device", device, "--launches",
-                           "--precision", precision, "--json"])
+                           "--precision", precision, "--json"], env)
+    report["wall_seconds"] = round(time.monotonic() - start, 1)
+    report["settings"] = settings
     return report
 
 
@@ -73,19 +86,31 @@ def main():
     p.add_argument("--device", default="wgpu")
     p.add_argument("--torch-device", default="cpu")
     p.add_argument("--out")
+    p.add_argument("--attention", default="fused", choices=["fused", "composed"])
+    p.add_argument("--autotune", default="minimal")
+    p.add_argument("--lsr-only", action="store_true")
     args = p.parse_args()
+    settings = {"attention": args.attention, "autotune": args.autotune}
     results = {}
-    lines = []
+    lines = [f"lsr: LSR_ATTENTION={args.attention} CUBECL_AUTOTUNE_LEVEL={args.autotune}", ""]
     for kind, precision in RUNS:
-        ours = lsr(args.lsr, args.device, kind, precision)
+        ours = lsr(args.lsr, args.device, kind, precision, settings)
+        counts = ours["launches"]
+        lines.append(f"{kind}, {precision}: lsr {counts['total']} launches "
+                     f"({counts['with_regions']['total']} with markers) in {ours['wall_seconds']} s")
+        if args.lsr_only:
+            results[f"{kind}-{precision}"] = {"lsr": ours}
+            continue
         theirs = torch(args.torch_device, kind, precision)
         results[f"{kind}-{precision}"] = {"lsr": ours, "torch": theirs}
-        lines += table(kind, precision, ours, theirs) + [""]
+        lines += [""] + table(kind, precision, ours, theirs) + [""]
     limits = results["train-f32"]["lsr"]["launches"].get("limits")
     lines.append(f"Device limits that decide fusion ({args.device}): {json.dumps(limits)}")
     if args.out:
-        with open(args.out, "w") as f:
+        # Written whole or not at all: an earlier run's file is never left half replaced.
+        with open(args.out + ".tmp", "w") as f:
             json.dump(results, f, indent=1)
+        os.replace(args.out + ".tmp", args.out)
     print("\n".join(lines))
 
 
