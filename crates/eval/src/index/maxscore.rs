@@ -7,7 +7,14 @@
 //! each term. The documents left are scored again in query-term order, as the exhaustive
 //! search sums, so the scores, the top k and its tie order are the exhaustive search's.
 
-use super::{InvertedIndex, SCAN_CHUNK, Scratch as Exhaustive, TopK};
+use super::{InvertedIndex, SCAN_CHUNK, Scratch as Exhaustive, Sparse, TopK, add_dense};
+
+/// One query of a batch, searched a block at a time: its terms, bounds and top k so far.
+struct Pruned {
+    query: Vec<(usize, f32)>,
+    bounds: Bounds,
+    top: TopK,
+}
 
 /// Per-thread memory of the pruned search, reused across queries.
 #[derive(Default)]
@@ -36,30 +43,42 @@ impl InvertedIndex {
         maxima
     }
 
-    /// The `k` best documents for `query` (positive finite weights, any term ids), best
-    /// first, as `search` finds them.
+    /// The `k` best documents for each of `queries` (positive finite weights, any term ids),
+    /// best first, as `search` finds them. Block by block, each query in turn: a block's
+    /// postings of the terms the queries share (the frequent ones, the longest lists) are read
+    /// from memory for the first and from the cache for the others.
     pub(super) fn search_pruned(
         &self,
-        query: &[(u32, f32)],
+        queries: &[&Sparse],
         k: usize,
         exhaustive: &mut Exhaustive,
         scratch: &mut Scratch,
-    ) -> Vec<(u32, f32)> {
+    ) -> Vec<Vec<(u32, f32)>> {
+        let mut searches: Vec<Pruned> = queries.iter().map(|q| self.start(q, k)).collect();
+        for block in 0..self.blocks {
+            for search in &mut searches {
+                if search.top.floor() == 0.0 {
+                    // Nothing to prune against until k documents are in.
+                    self.score_block(&search.query, block, true, &mut search.top, exhaustive);
+                } else {
+                    let Pruned { query, bounds, top } = search;
+                    self.prune_block(query, block, bounds, top, exhaustive, scratch);
+                }
+            }
+        }
+        searches.into_iter().map(|s| s.top.into_sorted()).collect()
+    }
+
+    fn start(&self, query: &Sparse, k: usize) -> Pruned {
         let query = self.known_terms(query);
         // An f32 sum of n terms is within n·ε of the exact sum: bounds get that slack, so no
         // document that could enter is dropped.
         let slack = 1.0 + 4.0 * (query.len() + 1) as f64 * f64::from(f32::EPSILON);
-        let bounds = Bounds { slack };
-        let mut top = TopK::new(k);
-        for block in 0..self.blocks {
-            if top.floor() == 0.0 {
-                // Nothing to prune against until k documents are in.
-                self.score_block(&query, block, true, &mut top, exhaustive);
-            } else {
-                self.prune_block(&query, block, &bounds, &mut top, exhaustive, scratch);
-            }
+        Pruned {
+            query,
+            bounds: Bounds { slack },
+            top: TopK::new(k),
         }
-        top.into_sorted()
     }
 
     fn prune_block(
@@ -123,10 +142,14 @@ impl InvertedIndex {
                 || self.list_length(pass, s.order[taken]) < long)
         {
             let i = s.order[taken];
-            let (docs, weights) = self.block_postings(pass.query[i].0, pass.block);
-            let q = pass.query[i].1;
-            for (&doc, &weight) in docs.iter().zip(weights) {
-                exhaustive.block[doc as usize] += q * weight;
+            let (term, q) = pass.query[i];
+            if let Some(row) = self.block_dense(term, pass.block) {
+                add_dense(&mut exhaustive.block[..], q, row);
+            } else {
+                let (docs, weights) = self.block_postings(term, pass.block);
+                for (&doc, &weight) in docs.iter().zip(weights) {
+                    exhaustive.block[doc as usize] += q * weight;
+                }
             }
             left = (left - s.bounds[i]).max(0.0);
             taken += 1;
@@ -153,8 +176,13 @@ impl InvertedIndex {
                 break;
             }
             left = (left - s.bounds[i]).max(0.0);
-            let (docs, weights) = self.block_postings(pass.query[i].0, pass.block);
-            add_to_candidates(docs, weights, pass.query[i].1, &s.candidates, sums);
+            let (term, q) = pass.query[i];
+            if let Some(row) = self.block_dense(term, pass.block) {
+                add_dense_to_candidates(row, q, &s.candidates, sums);
+            } else {
+                let (docs, weights) = self.block_postings(term, pass.block);
+                add_to_candidates(docs, weights, q, &s.candidates, sums);
+            }
             keep_reaching(
                 &mut s.candidates,
                 sums,
@@ -206,24 +234,49 @@ impl InvertedIndex {
         top: &mut TopK,
         s: &mut Scratch,
     ) {
-        let lists: Vec<(&[u16], &[f32])> = query
-            .iter()
-            .map(|&(term, _)| self.block_postings(term, block))
+        let lists: Vec<List> = (query.iter())
+            .map(|&(term, _)| match self.block_dense(term, block) {
+                Some(row) => List::Dense(row),
+                None => {
+                    let (docs, weights) = self.block_postings(term, block);
+                    List::Postings(docs, weights)
+                }
+            })
             .collect();
         s.cursors.clear();
         s.cursors.resize(query.len(), 0);
         let start = block << self.block_bits;
         for &doc in &s.candidates {
             let mut score = 0.0f32;
-            for ((cursor, &(docs, weights)), &(_, q)) in s.cursors.iter_mut().zip(&lists).zip(query)
-            {
-                *cursor = seek(docs, *cursor, doc);
-                if *cursor < docs.len() && docs[*cursor] == doc {
-                    score += q * weights[*cursor];
-                }
+            for ((cursor, list), &(_, q)) in s.cursors.iter_mut().zip(&lists).zip(query) {
+                // A dense row's 0 adds nothing, as a missing posting does.
+                score += q * list.weight(doc, cursor);
             }
             let global = start + doc as usize;
             top.offer(score, self.id_rank[global], global as u32);
+        }
+    }
+}
+
+/// A term's block as `offer_in_order` reads it.
+enum List<'a> {
+    Postings(&'a [u16], &'a [f32]),
+    Dense(&'a [f32]),
+}
+
+impl List<'_> {
+    /// The weight of `doc` (0 without a posting); `cursor` only moves forward.
+    fn weight(&self, doc: u16, cursor: &mut usize) -> f32 {
+        match *self {
+            List::Dense(row) => row[doc as usize],
+            List::Postings(docs, weights) => {
+                *cursor = seek(docs, *cursor, doc);
+                if *cursor < docs.len() && docs[*cursor] == doc {
+                    weights[*cursor]
+                } else {
+                    0.0
+                }
+            }
         }
     }
 }
@@ -276,6 +329,18 @@ fn add_to_candidates(docs: &[u16], weights: &[f32], q: f32, candidates: &[u16], 
         for (&doc, &weight) in docs.iter().zip(weights) {
             sums[doc as usize] += q * weight;
         }
+    }
+}
+
+/// A dense block times `q` into the sums of `candidates`: each looked up, or the whole row
+/// added (vectorised) where they are many.
+fn add_dense_to_candidates(row: &[f32], q: f32, candidates: &[u16], sums: &mut [f32]) {
+    if candidates.len() * 8 < row.len() {
+        for &doc in candidates {
+            sums[doc as usize] += q * row[doc as usize];
+        }
+    } else {
+        add_dense(sums, q, row);
     }
 }
 
