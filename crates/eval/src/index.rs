@@ -429,18 +429,11 @@ impl InvertedIndex {
         let len = (1usize << self.block_bits).min(self.num_docs() - start);
         // Every document is summed in query-term order, whichever path scores it.
         for &(term, query_weight) in query {
-            let (docs, weights) = self.block_postings(term, block);
-            let postings = docs.iter().zip(weights);
             if dense {
-                if let Some(row) = self.block_dense(term, block) {
-                    add_dense(&mut scratch.block[..], query_weight, row);
-                    continue;
-                }
-                for (&doc, &weight) in postings {
-                    scratch.block[doc as usize] += query_weight * weight;
-                }
+                self.add_block(&mut scratch.block[..], term, block, query_weight);
             } else {
-                for (&doc, &weight) in postings {
+                let (docs, weights) = self.block_postings(term, block);
+                for (&doc, &weight) in docs.iter().zip(weights) {
                     let doc = start + doc as usize;
                     let slot = &mut scratch.scores[doc];
                     if *slot == 0.0 {
@@ -480,10 +473,21 @@ impl InvertedIndex {
         self.terms[term].dense.get(block)?.as_deref()
     }
 
+    /// Every posting of `term` in `block` times `q` into the block's sums: its dense row where
+    /// it has one, else one posting at a time.
+    fn add_block(&self, sums: &mut [f32], term: usize, block: usize, q: f32) {
+        if let Some(row) = self.block_dense(term, block) {
+            return add_dense(sums, q, row);
+        }
+        let (docs, weights) = self.block_postings(term, block);
+        for (&doc, &weight) in docs.iter().zip(weights) {
+            sums[doc as usize] += q * weight;
+        }
+    }
+
     /// Hits as (document id, score).
     fn named(&self, hits: Vec<(u32, f32)>) -> Vec<(String, f64)> {
-        let named = hits.into_iter();
-        named
+        (hits.into_iter())
             .map(|(doc, score)| (self.doc_id(doc).to_string(), score as f64))
             .collect()
     }
@@ -517,10 +521,8 @@ impl InvertedIndex {
                     let terms: Vec<Vec<(u32, f32)>> = batch
                         .iter()
                         .map(|(_, vector)| {
-                            let positive = vector.iter().copied();
-                            positive
-                                .filter(|(_, w)| w.is_finite() && *w > 0.0)
-                                .collect()
+                            let terms = vector.iter().copied();
+                            terms.filter(|(_, w)| w.is_finite() && *w > 0.0).collect()
                         })
                         .collect();
                     let hits = match how {

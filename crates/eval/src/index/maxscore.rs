@@ -143,14 +143,7 @@ impl InvertedIndex {
         {
             let i = s.order[taken];
             let (term, q) = pass.query[i];
-            if let Some(row) = self.block_dense(term, pass.block) {
-                add_dense(&mut exhaustive.block[..], q, row);
-            } else {
-                let (docs, weights) = self.block_postings(term, pass.block);
-                for (&doc, &weight) in docs.iter().zip(weights) {
-                    exhaustive.block[doc as usize] += q * weight;
-                }
-            }
+            self.add_block(&mut exhaustive.block[..], term, pass.block, q);
             left = (left - s.bounds[i]).max(0.0);
             taken += 1;
         }
