@@ -95,13 +95,14 @@ table matrix="table1":
 build *features:
     scripts/build-lsr.sh {{ features }}
 
-# SPLADE encoding benchmark, lsr then PyTorch on this machine, and their ratio.
+# SPLADE encoding benchmark: lsr, PyTorch and (on the CPU) ONNX Runtime on this machine, and the ratios.
 bench-encode device="flex" torch_device="cpu" python=".venv/bin/python":
     scripts/build-lsr.sh {{ if device == "flex" { "" } else { replace_regex(device, ":.*", "") } }}
     lsr=$(target/release/lsr bench encode --device {{device}} --json); \
     torch=$({{python}} scripts/bench/encode.py --device {{torch_device}}); \
-    echo "lsr:     $lsr"; echo "pytorch: $torch"; \
-    {{python}} -c 'import json,sys; a,b=(json.loads(x) for x in sys.argv[1:]); print("lsr/pytorch throughput: %.2f, peak RSS: %.2f" % (a["sequences_per_second"]/b["sequences_per_second"], a["peak_rss_mib"]/b["peak_rss_mib"]))' "$lsr" "$torch"
+    ort={{ if torch_device == "cpu" { "$(" + python + " scripts/bench/encode_onnx.py)" } else { "null" } }}; \
+    echo "lsr:          $lsr"; echo "pytorch:      $torch"; echo "onnxruntime:  $ort"; \
+    {{python}} -c 'import json,sys; a,b,c=(json.loads(x) for x in sys.argv[1:]); r=lambda o: "%.2f, peak RSS: %.2f" % (a["sequences_per_second"]/o["sequences_per_second"], a["peak_rss_mib"]/o["peak_rss_mib"]); print("lsr/pytorch throughput: " + r(b)); c and print("lsr/onnxruntime throughput: " + r(c))' "$lsr" "$torch" "$ort"
 
 # Exact retrieval benchmark, lsr then scipy.sparse on the same collection, and their ratio.
 bench-retrieve shape="uniform" python=".venv/bin/python":
