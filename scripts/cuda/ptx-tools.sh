@@ -12,29 +12,21 @@
 set -euo pipefail
 
 version=13.0.88
-data_dir=${XDG_DATA_HOME:-$HOME/.local/share}
+tool=ptx-tools
+source "$(dirname "$0")/../lib/pinned-wheels.sh"
 tools=$data_dir/lsr/cuda-tools-$version
 sentinel=$tools/.lsr-installed
-
-fail() { echo "ptx-tools: $*" >&2; exit 1; }
 
 if [[ -e $sentinel ]]; then
     echo "$tools"
     exit 0
 fi
-[[ $(uname -sm) == "Linux x86_64" ]] || fail "only Linux x86_64 has these wheels; this is $(uname -sm)"
-command -v python3 >/dev/null || fail "python3 (with pip) is needed to fetch the wheels"
-mkdir -p "$data_dir/lsr"
-work=$(mktemp -d "$data_dir/lsr/.cuda-tools.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-cat > "$work/requirements.txt" <<REQ
+start_install
+echo "ptx-tools: fetching ptxas and libdevice of CUDA $version from PyPI" >&2
+download_wheels manylinux_2_17_x86_64 manylinux_2_12_x86_64 <<REQ
 nvidia-cuda-nvcc==$version --hash=sha256:56fe502eb77625a12f25172caa3cdddb4e4c8ba2c8c17dba44b164761b380f03
 nvidia-nvvm==$version --hash=sha256:c5f41ffeb6466944a026dfa5317d7d85355c119bbec279205d22f1869d1054e0
 REQ
-echo "ptx-tools: fetching ptxas and libdevice of CUDA $version from PyPI" >&2
-python3 -m pip download --quiet --no-deps --require-hashes --only-binary=:all: \
-    --platform manylinux_2_17_x86_64 --platform manylinux_2_12_x86_64 --python-version 3.11 -d "$work/wheels" -r "$work/requirements.txt" >&2 ||
-    fail "pip could not fetch the pinned wheels (or their sha256 did not match)"
 mkdir -p "$work/tools/bin" "$work/tools/nvvm/libdevice"
 python3 - "$work" <<'PY' || fail "the wheels do not hold bin/ptxas and nvvm/libdevice/libdevice.10.bc"
 import glob, shutil, sys, zipfile

@@ -95,12 +95,22 @@ pub fn compiled_backends() -> Vec<&'static str> {
 /// node; it says which in the log. An explicit spec that cannot start is an error naming it.
 ///
 /// `LSR_MATMUL` is checked here too, so that a bad value stops a command before its first
-/// product; `cublas` on a device that is not CUDA is allowed (its products use cube) and logged.
+/// product; `cublas` on a device that is not CUDA, or `blas` on one that is not flex, is allowed
+/// (its products use cube) and logged.
 pub fn parse_device(spec: Option<&str>) -> Result<Device> {
     let device = choose(spec)?;
     let route = matmul::products_route(&device).map_err(ComputeError::Setting)?;
-    if matmul_mode() == Ok(MatmulMode::Cublas) && route != MatmulMode::Cublas {
-        tracing::warn!("LSR_MATMUL=cublas: {device:?} is not a CUDA device; its products use cube");
+    let asked = matmul_mode().map_err(ComputeError::Setting)?;
+    if matches!(asked, MatmulMode::Cublas | MatmulMode::Blas) && route != asked {
+        let wants = if asked == MatmulMode::Blas {
+            "the flex CPU device"
+        } else {
+            "a CUDA device"
+        };
+        tracing::warn!(
+            "LSR_MATMUL={}: {device:?} is not {wants}; its products use cube",
+            asked.name()
+        );
     }
     Ok(device)
 }

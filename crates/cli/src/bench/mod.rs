@@ -46,7 +46,7 @@ pub enum BenchCommand {
     Retrieve(RetrieveBench),
     /// One matrix product `[m, k] · [k, n]` on the device, in TFLOP/s: the kernel alone, to
     /// split a model's time into "matmul" and "everything else" (`scripts/bench/matmul.py` is
-    /// PyTorch's). It goes where the model's products go: `LSR_MATMUL=cube|cublas|auto`.
+    /// PyTorch's). It goes where the model's products go: `LSR_MATMUL=cube|cublas|blas|auto`.
     Matmul(MatmulBench),
     /// The reductions over tokens of a training step, each alone: the column sum of a
     /// `[rows, width]` gradient (a bias or LayerNorm gradient) in one pass and in the two
@@ -190,8 +190,11 @@ struct ModelRun {
     device: String,
     precision: Precision,
     hidden: usize,
-    /// How the products ran (`LSR_MATMUL` on this device): `cube` or `cublas`.
+    /// How the products ran (`LSR_MATMUL` on this device): `cube`, `cublas` or `blas`.
     matmul: MatmulMode,
+    /// The CPU BLAS library file, where products went there.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    blas: Option<String>,
     /// How attention ran (`LSR_ATTENTION` on this device, dtype and BERT-base's heads of 64):
     /// `fused` or `composed`.
     attention: AttentionMode,
@@ -290,6 +293,7 @@ impl Harness {
             precision,
             hidden,
             matmul: products_on(&self.device),
+            blas: self.blas(),
             attention: attention::route(&self.device, precision.compute(), 64),
             iterations: self.iterations,
             peak_rss_mib: peak_rss_mib(),
@@ -297,6 +301,17 @@ impl Harness {
             cublas: self.cublas(),
             launches,
         }
+    }
+
+    /// The CPU BLAS library file, where the device's products go there.
+    fn blas(&self) -> Option<String> {
+        (products_on(&self.device) == MatmulMode::Blas)
+            .then(|| {
+                matmul::blas::library()
+                    .ok()
+                    .map(|blas| blas.path().to_string())
+            })
+            .flatten()
     }
 
     /// cuBLASLt's share of the last timed runs, where products went there.

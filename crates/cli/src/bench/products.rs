@@ -61,8 +61,11 @@ struct MatmulReport {
     shape: String,
     device: String,
     precision: Precision,
-    /// How the products ran (`LSR_MATMUL` on this device): `cube` or `cublas`.
+    /// How the products ran (`LSR_MATMUL` on this device): `cube`, `cublas` or `blas`.
     matmul: MatmulMode,
+    /// The CPU BLAS library file, where products went there.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    blas: Option<String>,
     m: usize,
     k: usize,
     n: usize,
@@ -130,6 +133,7 @@ fn product(
         device: format!("{device:?}"),
         precision,
         matmul: products_on(device),
+        blas: harness.blas(),
         m,
         k,
         n,

@@ -19,10 +19,19 @@ fn error_of(command: &mut assert_cmd::Command) -> String {
     String::from_utf8(out.stderr).unwrap()
 }
 
+/// `lsr check` on flex in both precisions, with products by gemm and, where `LSR_BLAS` names a
+/// CPU BLAS (as `just test` does), by that library.
 #[test]
 fn check_passes_on_flex_in_both_precisions() {
-    for precision in ["f32", "bf16-mixed"] {
+    let mut routes = vec!["cube"];
+    match std::env::var_os("LSR_BLAS") {
+        Some(_) => routes.push("blas"),
+        None if std::env::var_os("CI").is_some() => panic!("CI sets LSR_BLAS (`just test`)"),
+        None => eprintln!("LSR_BLAS unset: the check through a CPU BLAS is skipped"),
+    }
+    for (precision, route) in itertools::iproduct!(["f32", "bf16-mixed"], routes) {
         let out = lsr()
+            .env("LSR_MATMUL", route)
             .args([
                 "check",
                 "--device",
@@ -34,15 +43,16 @@ fn check_passes_on_flex_in_both_precisions() {
             .args(["--fixtures", &fixture("")])
             .output()
             .unwrap();
+        let case = format!("{precision}, {route}");
         assert!(
             out.status.success(),
-            "{precision}: {}",
+            "{case}: {}",
             String::from_utf8_lossy(&out.stderr)
         );
         let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        assert_eq!(report["pass"], true, "{precision}");
+        assert_eq!(report["pass"], true, "{case}");
         // 15 fixtures × (logits, SPLADE weights) + 2 families × (loss terms, weights).
-        assert_eq!(report["items"].as_array().unwrap().len(), 34, "{precision}");
+        assert_eq!(report["items"].as_array().unwrap().len(), 34, "{case}");
     }
 }
 
@@ -447,31 +457,58 @@ fn walk(dir: &std::path::Path) -> Vec<String> {
 
 /// `LSR_MATMUL` is read by every command that picks a device: a bad value stops it before any
 /// work, naming the variable and the accepted values; `cublas` on a device that is not CUDA
-/// computes its products as `cube` does, and the bench reports say so.
+/// computes its products as `cube` does, and the bench reports say so. On flex, `blas` takes the
+/// library `LSR_BLAS` names (and refuses, saying so, when it does not load), as does `auto`
+/// (which falls back to cube).
 #[test]
 fn lsr_matmul_is_checked_and_reported_by_the_benches() {
-    let bench = |mode: &str| {
+    let bench = |mode: &str, library: Option<&str>| {
         let mut command = lsr();
         command
             .env("LSR_MATMUL", mode)
             .args(["bench", "matmul", "--device", "flex", "--json"])
             .args(["--shape", "head=8x4x6t", "--shape", "plain=8x4x6"])
             .args(["--warmup", "0", "--iterations", "1"]);
+        match library {
+            Some(library) => command.env("LSR_BLAS", library),
+            None => command.env_remove("LSR_BLAS"),
+        };
         command
     };
-    let error = error_of(&mut bench("cuBLAS"));
+    let error = error_of(&mut bench("cuBLAS", None));
     assert!(
-        error.contains("LSR_MATMUL=`cuBLAS`") && error.contains("cube, cublas, auto"),
+        error.contains("LSR_MATMUL=`cuBLAS`") && error.contains("cube, cublas, blas, auto"),
         "{error}"
     );
-    for mode in ["cube", "cublas", "auto"] {
-        let reports = json_lines(&stdout_of(&mut bench(mode)));
+    let missing = "/nonexistent/libblas.so";
+    let error = error_of(&mut bench("blas", Some(missing)));
+    assert!(
+        error.contains("LSR_MATMUL=blas") && error.contains(missing),
+        "{error}"
+    );
+    let installed = std::env::var("LSR_BLAS").ok();
+    let mut runs = vec![
+        ("cube", None, "cube"),
+        ("cublas", None, "cube"),
+        ("auto", Some(missing), "cube"),
+    ];
+    match &installed {
+        Some(library) => {
+            runs.push(("blas", Some(library.as_str()), "blas"));
+            runs.push(("auto", Some(library.as_str()), "blas"));
+        }
+        None if std::env::var_os("CI").is_some() => panic!("CI sets LSR_BLAS (`just test`)"),
+        None => eprintln!("LSR_BLAS unset: the runs through a CPU BLAS are skipped"),
+    }
+    for (mode, library, route) in runs {
+        let reports = json_lines(&stdout_of(&mut bench(mode, library)));
         let shapes: Vec<_> = reports.iter().map(|r| r["shape"].clone()).collect();
         assert_eq!(shapes, ["head", "plain"], "one line per shape, in order");
         for report in &reports {
-            assert_eq!(report["matmul"], "cube", "{mode}");
+            assert_eq!(report["matmul"], route, "{mode}");
             // Off CUDA nothing goes to cuBLASLt, so there is nothing of it to report.
             assert!(report.get("cublas").is_none(), "{report}");
+            assert_eq!(report.get("blas").is_some(), route == "blas", "{report}");
         }
         assert_eq!(reports[0]["transposed_rhs"], true);
         assert_eq!(reports[1]["transposed_rhs"], false);

@@ -1,13 +1,22 @@
 //! The one entry point of every product a model computes ([`matmul`]), and the choice it makes
-//! per product: burn's matmul (cubecl's kernels on a GPU), or cuBLASLt on CUDA devices
-//! (`cublas/`), as `LSR_MATMUL` says (`mode.rs`); with what the cuBLASLt route did
-//! (`totals.rs`).
+//! per product: burn's matmul (cubecl's kernels on a GPU, gemm on flex), cuBLASLt on CUDA
+//! devices (`cublas/`) or a CPU BLAS on flex (`blas.rs`), as `LSR_MATMUL` says (`mode.rs`). The
+//! routed products share one backend extension with its backward (`backend.rs`) and one
+//! description of operand layouts (`layout.rs`); `totals.rs` keeps what the cuBLASLt route did.
 
+use burn::backend::Dispatch;
 use burn::prelude::*;
 
+use backend::RoutedMatmul;
+
+mod backend;
+pub mod blas;
 #[cfg(feature = "cuda")]
 pub mod cublas;
+mod layout;
 mod mode;
+#[cfg(test)]
+mod tests;
 mod totals;
 
 pub use mode::{MatmulMode, matmul_mode};
@@ -15,25 +24,44 @@ pub use totals::CublasTotals;
 
 /// `a · b` over the last two dimensions: every product of the model (linear maps, attention,
 /// the MLM head) goes through here, the one place that chooses how a product is computed:
-/// cuBLASLt where [`products_on`] says so, else burn's own matmul.
+/// cuBLASLt or the CPU BLAS where [`products_on`] says so and the route takes the operands, else
+/// burn's own matmul.
 pub fn matmul<const D: usize>(a: Tensor<D>, b: Tensor<D>) -> Tensor<D> {
-    #[cfg(feature = "cuda")]
-    if products_on(&a.device()) == MatmulMode::Cublas && cublas::supports(&a, &b) {
-        return cublas::matmul(a, b);
+    let routed = match products_on(&a.device()) {
+        MatmulMode::Blas => blas::supports(&a, &b),
+        #[cfg(feature = "cuda")]
+        MatmulMode::Cublas => cublas::supports(&a, &b),
+        _ => false,
+    };
+    if !routed {
+        return a.matmul(b);
     }
-    a.matmul(b)
+    Tensor::from_dispatch(<Dispatch as RoutedMatmul>::routed_matmul(
+        a.into_dispatch(),
+        b.into_dispatch(),
+        false,
+        false,
+    ))
 }
 
-/// Whether products on `device` run `cube` or `cublas` under `LSR_MATMUL` (never `auto`: what
-/// it resolved to), or why the setting cannot work there (a bad value; `cublas` on a CUDA
-/// device without libcublasLt).
+/// Whether `a` and `b` are matrices, or batches of them with equal leading dimensions, of one
+/// dtype: what the routed products take (burn's matmul also broadcasts).
+fn same_batch<const D: usize>(a: &Tensor<D>, b: &Tensor<D>) -> bool {
+    D >= 2 && a.dtype() == b.dtype() && a.dims()[..D - 2] == b.dims()[..D - 2]
+}
+
+/// Whether products on `device` run `cube`, `cublas` or `blas` under `LSR_MATMUL` (never
+/// `auto`: what it resolved to), or why the setting cannot work there (a bad value; `cublas` on
+/// a CUDA device without libcublasLt; `blas` on flex without a BLAS library).
 pub fn products_route(device: &Device) -> std::result::Result<MatmulMode, String> {
     let mode = matmul_mode()?;
     #[cfg(feature = "cuda")]
     if cublas::serves(mode, device)? {
         return Ok(MatmulMode::Cublas);
     }
-    let _ = (mode, device);
+    if blas::serves(mode, device)? {
+        return Ok(MatmulMode::Blas);
+    }
     Ok(MatmulMode::Cube)
 }
 

@@ -2,24 +2,26 @@
 
 use crate::setting::Setting;
 
-/// How products are computed, from `LSR_MATMUL`: `cube` (burn's matmul, cubecl's kernels on a
-/// GPU; the default), `cublas` (cuBLASLt on CUDA devices) or `auto` (cuBLASLt where the device
-/// is CUDA and libcublasLt loads, else cube). Off CUDA, and in builds without the `cuda`
-/// feature, every mode computes products as `cube` does.
+/// How products are computed, from `LSR_MATMUL`: `cube` (burn's matmul: cubecl's kernels on a
+/// GPU, gemm on the CPU; the default), `cublas` (cuBLASLt on CUDA devices), `blas` (a CPU BLAS
+/// loaded at run time, `LSR_BLAS`, for products on flex) or `auto` (cuBLASLt on CUDA devices and
+/// the BLAS on flex, each where its library loads, else cube). `cublas` leaves flex to cube and
+/// `blas` leaves GPUs to cube; in builds without the `cuda` feature, `cublas` is `cube`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum MatmulMode {
     Cube,
     Cublas,
+    Blas,
     Auto,
 }
 
 impl Setting for MatmulMode {
     const VARIABLE: &'static str = "LSR_MATMUL";
-    const NAMES: &'static [&'static str] = &["cube", "cublas", "auto"];
+    const NAMES: &'static [&'static str] = &["cube", "cublas", "blas", "auto"];
 
     fn from_index(index: usize) -> Self {
-        [Self::Cube, Self::Cublas, Self::Auto][index]
+        [Self::Cube, Self::Cublas, Self::Blas, Self::Auto][index]
     }
 }
 
@@ -49,7 +51,7 @@ mod tests {
         }
         let error = MatmulMode::parse(Some("cuBLAS")).unwrap_err();
         assert!(
-            error.contains("LSR_MATMUL=`cuBLAS`") && error.contains("cube, cublas, auto"),
+            error.contains("LSR_MATMUL=`cuBLAS`") && error.contains("cube, cublas, blas, auto"),
             "{error}"
         );
     }

@@ -1,7 +1,7 @@
 //! Products through cuBLASLt on CUDA devices (`LSR_MATMUL=cublas|auto`, chosen per product by
 //! [`super::matmul`]). cubecl's own matmul reached 0.12-0.35x of cuBLAS at the model's shapes on
-//! an H200, so this module owns everything cuBLAS: whether it serves a device (here), a burn
-//! backend extension with its own backward (`backend.rs`), the mapping of burn's strided
+//! an H200, so this module owns everything cuBLAS: whether it serves a device (here; the backend
+//! extension every routed product goes through, with its backward, is `../backend.rs`), the mapping of burn's strided
 //! row-major tensors onto cuBLASLt's column-major calls (`gemm.rs`), one product with its
 //! fallback (`product.rs`), the ordering of each call with cubecl's stream (`stream.rs`), and
 //! cuBLASLt's own objects: contexts, plans and refusals (`plans.rs`).
@@ -20,16 +20,15 @@
 
 use std::sync::OnceLock;
 
-use burn::backend::{CubeDevice, Dispatch, DispatchDevice};
+use burn::backend::{CubeDevice, DispatchDevice};
 use burn::prelude::*;
+use burn_cubecl::tensor::CubeTensor;
 use cudarc::cublaslt::sys;
 
 use super::MatmulMode;
 use crate::setting::Setting;
-use backend::LtMatmul;
 use gemm::GemmDtype;
 
-mod backend;
 mod gemm;
 mod plans;
 mod product;
@@ -43,7 +42,7 @@ pub use stream::{TIMING_VARIABLE, take_totals};
 /// Whether `mode` sends the products on `device` to cuBLASLt: never off CUDA; `auto` when
 /// libcublasLt loads; `cublas` always, or an error when libcublasLt does not load.
 pub fn serves(mode: MatmulMode, device: &Device) -> Result<bool, String> {
-    if mode == MatmulMode::Cube || cuda_index(device).is_none() {
+    if !matches!(mode, MatmulMode::Cublas | MatmulMode::Auto) || cuda_index(device).is_none() {
         return Ok(false);
     }
     match (mode, library_loads()) {
@@ -106,18 +105,25 @@ fn library_loads() -> bool {
 /// Whether cuBLASLt computes `a · b`: f32 (as TF32) or bf16 operands of one dtype, and equal
 /// leading (batch) dimensions; burn's matmul takes the rest (other dtypes, broadcasting).
 pub fn supports<const D: usize>(a: &Tensor<D>, b: &Tensor<D>) -> bool {
-    D >= 2
-        && a.dtype() == b.dtype()
-        && GemmDtype::of(a.dtype()).is_some()
-        && a.dims()[..D - 2] == b.dims()[..D - 2]
+    super::same_batch(a, b) && GemmDtype::of(a.dtype()).is_some()
 }
 
-/// `a · b` through cuBLASLt, differentiable when `a` or `b` is tracked.
-pub fn matmul<const D: usize>(a: Tensor<D>, b: Tensor<D>) -> Tensor<D> {
-    Tensor::from_dispatch(<Dispatch as LtMatmul>::lt_matmul(
-        a.into_dispatch(),
-        b.into_dispatch(),
-        false,
-        false,
-    ))
+/// `op(lhs) · op(rhs)` through cuBLASLt when both are CUDA tensors of a dtype it is asked for;
+/// the operands back otherwise (WGPU, other dtypes).
+pub(super) fn product_on_cuda(
+    lhs: CubeTensor,
+    rhs: CubeTensor,
+    trans_lhs: bool,
+    trans_rhs: bool,
+) -> Result<CubeTensor, (CubeTensor, CubeTensor)> {
+    let dtype = GemmDtype::of(lhs.dtype).filter(|_| rhs.dtype == lhs.dtype);
+    match (&lhs.device, dtype) {
+        (CubeDevice::Cuda(cuda), Some(dtype)) => {
+            let index = cuda.index;
+            Ok(product::product(
+                lhs, rhs, trans_lhs, trans_rhs, dtype, index,
+            ))
+        }
+        _ => Err((lhs, rhs)),
+    }
 }

@@ -3,12 +3,13 @@
 
 use std::sync::{Mutex, OnceLock};
 
-use burn::backend::ops::FloatTensorOps;
 use burn_cubecl::CubeBackend;
 use burn_cubecl::kernel::{into_contiguous, untile};
 use burn_cubecl::tensor::CubeTensor;
 
-use super::gemm::{Gemm, GemmDtype, Operand, batch_stride, operand_layout};
+use super::super::backend::burn_matmul;
+use super::super::layout::{batch_stride, operand_layout};
+use super::gemm::{Gemm, GemmDtype, Operand};
 use super::plans::LtError;
 use super::stream::{on_own_stream, totals};
 
@@ -30,7 +31,7 @@ pub(super) fn product(
     let batch: usize = ls[..d - 2].iter().product();
     if batch * m * n * k == 0 {
         // Nothing to compute, or an empty sum (which cuBLASLt would leave unwritten).
-        return burn_matmul(lhs, rhs, trans_lhs, trans_rhs);
+        return burn_matmul::<CubeBackend>(lhs, rhs, trans_lhs, trans_rhs);
     }
     let (lhs, a) = operand(lhs, trans_lhs);
     let (rhs, b) = operand(rhs, trans_rhs);
@@ -39,7 +40,7 @@ pub(super) fn product(
         return fall_back(
             &shape,
             "an operand's strides map onto no cuBLASLt layout",
-            || burn_matmul(lhs, rhs, trans_lhs, trans_rhs),
+            || burn_matmul::<CubeBackend>(lhs, rhs, trans_lhs, trans_rhs),
         );
     };
     let mut shape = ls;
@@ -66,7 +67,7 @@ pub(super) fn product(
     match done {
         Ok(()) => out,
         Err(LtError::Refused(why)) => fall_back(&gemm.to_string(), &why, || {
-            burn_matmul(lhs, rhs, trans_lhs, trans_rhs)
+            burn_matmul::<CubeBackend>(lhs, rhs, trans_lhs, trans_rhs)
         }),
         Err(LtError::Before(error)) => {
             panic!(
@@ -121,21 +122,4 @@ pub(super) fn describe(tensor: &CubeTensor, trans: bool) -> Option<Operand> {
         ld,
         batch_stride: batch_stride(&shape[..d - 2], &strides[..d - 2])?,
     })
-}
-
-/// `op(lhs) · op(rhs)` by burn's own matmul, on transposed views.
-pub(super) fn burn_matmul(
-    lhs: CubeTensor,
-    rhs: CubeTensor,
-    trans_lhs: bool,
-    trans_rhs: bool,
-) -> CubeTensor {
-    let op = |t, trans| {
-        if trans {
-            CubeBackend::float_transpose(t)
-        } else {
-            t
-        }
-    };
-    CubeBackend::float_matmul(op(lhs, trans_lhs), op(rhs, trans_rhs))
 }

@@ -1,32 +1,11 @@
 //! The cuBLASLt route's tests: layouts, plans and refusals, the backward's transposes, the choice
 //! of devices (what runs without a GPU).
 
-use super::backend::*;
 use super::gemm::*;
 use super::plans::*;
 use super::*;
 use cudarc::cublaslt::result::CublasError;
 use itertools::Itertools;
-
-#[test]
-fn strides_map_to_a_transpose_flag_and_leading_dimension() {
-    // Row-major [4, 3], dense and with rows pitched to 8.
-    assert_eq!(operand_layout(4, 3, 3, 1), Some((false, 3)));
-    assert_eq!(operand_layout(4, 3, 8, 1), Some((false, 8)));
-    // burn's transpose() of a row-major [3, 4]: [4, 3] with strides (1, 4).
-    assert_eq!(operand_layout(4, 3, 1, 4), Some((true, 4)));
-    // A single row or column is either; it still gets a valid leading dimension.
-    assert_eq!(operand_layout(1, 5, 5, 1), Some((false, 5)));
-    assert_eq!(operand_layout(5, 1, 1, 1), Some((false, 1)));
-    // Every other element of every other row, or overlapping rows: copy first.
-    assert_eq!(operand_layout(4, 3, 6, 2), None);
-    assert_eq!(operand_layout(4, 3, 2, 1), None);
-    // burn's expansions of size-one dimensions (stride 0): `[…, 1, 1]`, and a row vector
-    // broadcast from `[n]`, map; a column repeating one element does not.
-    assert_eq!(operand_layout(1, 1, 0, 0), Some((false, 1)));
-    assert_eq!(operand_layout(1, 5, 0, 1), Some((false, 5)));
-    assert_eq!(operand_layout(4, 1, 0, 0), None);
-}
 
 fn gemm(m: u64, n: u64, k: u64) -> Gemm {
     let dense = |ld| Operand {
@@ -88,17 +67,6 @@ fn a_product_names_its_shape_in_warnings_and_panics() {
         text,
         "1 × [32768, 768]·[768, 30522] Bf16 (M×N×K 32768x30522x768)"
     );
-}
-
-#[test]
-fn batch_dimensions_fold_into_one_stride_or_are_refused() {
-    // Contiguous [2, 3, L·d]: the inner batch stride, with the outer one its multiple.
-    assert_eq!(batch_stride(&[2, 3], &[3 * 20, 20]), Some(20));
-    assert_eq!(batch_stride(&[2, 1, 3], &[60, 999, 20]), Some(20));
-    assert_eq!(batch_stride(&[], &[]), Some(0));
-    assert_eq!(batch_stride(&[1], &[7]), Some(0));
-    // [B, H, L, d] as swap_dims(1, 2) of a contiguous [B, L, H, d] (L = 5, H = 3, d = 4).
-    assert_eq!(batch_stride(&[2, 3], &[5 * 3 * 4, 4]), None);
 }
 
 /// cuBLAS's semantics on the host: column-major `D = op(first)·op(second)`.
@@ -190,54 +158,13 @@ fn row_major_products_map_onto_column_major_calls_for_every_transpose_pair() {
 }
 
 #[test]
-fn backward_transpose_flags_give_the_gradients_of_burns_matmul() {
-    let device = Device::flex().autodiff();
-    let values =
-        |len: usize, seed: f32| -> Vec<f32> { (0..len).map(|i| (i as f32 * seed).sin()).collect() };
-    let (m, n, k) = (3, 4, 5);
-    let upstream =
-        Tensor::<3>::from_data(TensorData::new(values(2 * m * n, 0.73), [2, m, n]), &device);
-    for (trans_lhs, trans_rhs) in [(false, false), (false, true), (true, false), (true, true)] {
-        let shape = |trans: bool, rows: usize, cols: usize| {
-            if trans {
-                [2, cols, rows]
-            } else {
-                [2, rows, cols]
-            }
-        };
-        let lhs = Tensor::<3>::from_data(
-            TensorData::new(values(2 * m * k, 0.37), shape(trans_lhs, m, k)),
-            &device,
-        )
-        .require_grad();
-        let rhs = Tensor::<3>::from_data(
-            TensorData::new(values(2 * k * n, 0.91), shape(trans_rhs, k, n)),
-            &device,
-        )
-        .require_grad();
-        let op = |t: Tensor<3>, trans: bool| if trans { t.transpose() } else { t };
-        let y = op(lhs.clone(), trans_lhs).matmul(op(rhs.clone(), trans_rhs));
-        let grads = (y * upstream.clone()).sum().backward();
-        let product = |x: Tensor<3>, y: Tensor<3>, tx: bool, ty: bool| op(x, tx).matmul(op(y, ty));
-        let (l, r, g) = (
-            lhs.clone().inner(),
-            rhs.clone().inner(),
-            upstream.clone().inner(),
-        );
-        let d_lhs = lhs_gradient(trans_lhs, trans_rhs).eval(g.clone(), None, Some(r), product);
-        let d_rhs = rhs_gradient(trans_lhs, trans_rhs).eval(g, Some(l), None, product);
-        d_lhs
-            .into_data()
-            .assert_approx_eq::<f32>(&lhs.grad(&grads).unwrap().into_data(), Default::default());
-        d_rhs
-            .into_data()
-            .assert_approx_eq::<f32>(&rhs.grad(&grads).unwrap().into_data(), Default::default());
-    }
-}
-
-#[test]
 fn only_cuda_devices_take_cublas() {
-    for mode in [MatmulMode::Cube, MatmulMode::Cublas, MatmulMode::Auto] {
+    for mode in [
+        MatmulMode::Cube,
+        MatmulMode::Cublas,
+        MatmulMode::Blas,
+        MatmulMode::Auto,
+    ] {
         assert_eq!(serves(mode, &Device::flex()), Ok(false));
         assert_eq!(serves(mode, &Device::flex().autodiff()), Ok(false));
     }

@@ -1,20 +1,20 @@
-//! The backend extension `lt_matmul(lhs, rhs, trans_lhs, trans_rhs)` and its backward pass: each
-//! gradient is again one product, its transposes passed as flags and never materialised.
+//! The backend extension every routed product goes through, `routed_matmul(lhs, rhs, trans_lhs,
+//! trans_rhs)`, and its backward pass: each gradient is again one product, its transposes passed
+//! as flags and never materialised. Each backend decides where its products run: CUDA through
+//! cuBLASLt (`cublas/`), flex through a CPU BLAS (`blas.rs`), and burn's matmul otherwise.
 
 use burn::backend::autodiff::NodeId;
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
 use burn::backend::autodiff::grads::Gradients;
 use burn::backend::autodiff::ops::{Backward, Ops, OpsKind, binary};
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
 use burn::backend::fusion::custom::TensorSpec;
 use burn::backend::tensor::FloatTensor;
-use burn::backend::{Autodiff, Backend, CubeDevice, backend_extension};
-use burn_cubecl::CubeBackend;
-
-use super::gemm::GemmDtype;
-use super::product::{burn_matmul, product};
+use burn::backend::{Autodiff, Backend, Flex, backend_extension};
 
 /// `op(lhs) · op(rhs)`'s shape for fusion: the leading dimensions of `lhs`, then `[m, n]`.
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
 pub(super) fn product_spec(
     lhs: &TensorSpec,
     rhs: &TensorSpec,
@@ -29,10 +29,15 @@ pub(super) fn product_spec(
 }
 
 /// `op(lhs) · op(rhs)` over the last two dimensions, `op` the transpose where its flag is set.
-#[backend_extension(Cube, Fusion, Autodiff)]
-pub trait LtMatmul: Backend {
+#[backend_extension(
+    Flex,
+    Cube: cfg(any(feature = "wgpu", feature = "cuda")),
+    Fusion: cfg(any(feature = "wgpu", feature = "cuda")),
+    Autodiff
+)]
+pub trait RoutedMatmul: Backend {
     #[fusion(meta = product_spec)]
-    fn lt_matmul(
+    fn routed_matmul(
         lhs: FloatTensor<Self>,
         rhs: FloatTensor<Self>,
         trans_lhs: bool,
@@ -40,24 +45,47 @@ pub trait LtMatmul: Backend {
     ) -> FloatTensor<Self>;
 }
 
-impl LtMatmul for CubeBackend {
-    fn lt_matmul(
+impl RoutedMatmul for Flex {
+    fn routed_matmul(
         lhs: FloatTensor<Self>,
         rhs: FloatTensor<Self>,
         trans_lhs: bool,
         trans_rhs: bool,
     ) -> FloatTensor<Self> {
-        let dtype = GemmDtype::of(lhs.dtype).filter(|_| rhs.dtype == lhs.dtype);
-        let index = match &lhs.device {
-            CubeDevice::Cuda(cuda) => Some(cuda.index),
-            _ => None,
-        };
-        match (index, dtype) {
-            (Some(index), Some(dtype)) => product(lhs, rhs, trans_lhs, trans_rhs, dtype, index),
-            // WGPU, or a dtype cuBLASLt is not asked for here.
-            _ => burn_matmul(lhs, rhs, trans_lhs, trans_rhs),
+        match super::blas::product(lhs, rhs, trans_lhs, trans_rhs) {
+            Ok(product) => product,
+            Err((lhs, rhs)) => burn_matmul::<Self>(lhs, rhs, trans_lhs, trans_rhs),
         }
     }
+}
+
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+impl RoutedMatmul for burn_cubecl::CubeBackend {
+    fn routed_matmul(
+        lhs: FloatTensor<Self>,
+        rhs: FloatTensor<Self>,
+        trans_lhs: bool,
+        trans_rhs: bool,
+    ) -> FloatTensor<Self> {
+        #[cfg(feature = "cuda")]
+        let (lhs, rhs) = match super::cublas::product_on_cuda(lhs, rhs, trans_lhs, trans_rhs) {
+            Ok(product) => return product,
+            Err(operands) => operands,
+        };
+        // WGPU, or a dtype cuBLASLt is not asked for here.
+        burn_matmul::<Self>(lhs, rhs, trans_lhs, trans_rhs)
+    }
+}
+
+/// `op(lhs) · op(rhs)` by burn's own matmul, on transposed views.
+pub(super) fn burn_matmul<B: Backend>(
+    lhs: FloatTensor<B>,
+    rhs: FloatTensor<B>,
+    trans_lhs: bool,
+    trans_rhs: bool,
+) -> FloatTensor<B> {
+    let op = |t, trans| if trans { B::float_transpose(t) } else { t };
+    B::float_matmul(op(lhs, trans_lhs), op(rhs, trans_rhs))
 }
 
 /// Which tensor a factor of a gradient product is.
@@ -139,8 +167,8 @@ impl GradientProduct {
     }
 }
 
-impl<B: Backend + LtMatmul, C: CheckpointStrategy> LtMatmul for Autodiff<B, C> {
-    fn lt_matmul(
+impl<B: Backend + RoutedMatmul, C: CheckpointStrategy> RoutedMatmul for Autodiff<B, C> {
+    fn routed_matmul(
         lhs: FloatTensor<Self>,
         rhs: FloatTensor<Self>,
         trans_lhs: bool,
@@ -149,7 +177,7 @@ impl<B: Backend + LtMatmul, C: CheckpointStrategy> LtMatmul for Autodiff<B, C> {
         #[derive(Debug)]
         struct Product;
 
-        impl<B: Backend + LtMatmul> Backward<B, 2> for Product {
+        impl<B: Backend + RoutedMatmul> Backward<B, 2> for Product {
             type State = (Option<NodeId>, Option<NodeId>, bool, bool);
 
             fn backward(
@@ -167,8 +195,12 @@ impl<B: Backend + LtMatmul, C: CheckpointStrategy> LtMatmul for Autodiff<B, C> {
                     ops.parents,
                     ops.node,
                     grads,
-                    |grad| lhs_gradient(trans_lhs, trans_rhs).eval(grad, None, rhs, B::lt_matmul),
-                    |grad| rhs_gradient(trans_lhs, trans_rhs).eval(grad, lhs, None, B::lt_matmul),
+                    |grad| {
+                        lhs_gradient(trans_lhs, trans_rhs).eval(grad, None, rhs, B::routed_matmul)
+                    },
+                    |grad| {
+                        rhs_gradient(trans_lhs, trans_rhs).eval(grad, lhs, None, B::routed_matmul)
+                    },
                 );
             }
         }
@@ -183,7 +215,7 @@ impl<B: Backend + LtMatmul, C: CheckpointStrategy> LtMatmul for Autodiff<B, C> {
                 // L is needed only for dR and R only for dL, as in burn's own matmul.
                 let lhs_state = rhs_tracked.then(|| prep.checkpoint(&lhs));
                 let rhs_state = lhs_tracked.then(|| prep.checkpoint(&rhs));
-                let output = B::lt_matmul(
+                let output = B::routed_matmul(
                     lhs.into_primitive(),
                     rhs.into_primitive(),
                     trans_lhs,
@@ -191,7 +223,7 @@ impl<B: Backend + LtMatmul, C: CheckpointStrategy> LtMatmul for Autodiff<B, C> {
                 );
                 prep.finish((lhs_state, rhs_state, trans_lhs, trans_rhs), output)
             }
-            OpsKind::UnTracked(prep) => prep.finish(B::lt_matmul(
+            OpsKind::UnTracked(prep) => prep.finish(B::routed_matmul(
                 lhs.into_primitive(),
                 rhs.into_primitive(),
                 trans_lhs,

@@ -1,0 +1,414 @@
+//! Products on flex through a CPU BLAS loaded at run time (`LSR_MATMUL=blas|auto`, the library
+//! file named by `LSR_BLAS`): oneMKL's `libmkl_rt` or OpenBLAS, f32 through `cblas_sgemm`, and
+//! bf16 (f32 accumulation) through `cblas_gemm_bf16bf16f32` or `cblas_sbgemm` where the library
+//! has one, which use AVX512_BF16 and AMX on CPUs that have them. gemm 0.19, flex's own, runs the
+//! model's products at 50-60% of the f32 fused-multiply-add ceiling (docs/perf-cpu.md).
+//!
+//! The library runs single-threaded and lsr splits each product over rayon's threads (by row or
+//! column blocks, or by the matrices of a batch): a BLAS's own thread pool would spin beside
+//! rayon's, which runs everything else flex computes. Nothing is linked: without the library
+//! lsr runs as it does without this file.
+
+use std::ffi::c_int;
+use std::sync::OnceLock;
+
+use burn::backend::tensor::FloatTensor;
+use burn::backend::{DispatchDevice, Flex};
+use burn::prelude::*;
+use burn::tensor::{Bytes, DType, bf16};
+use burn_flex::{FlexTensor, Layout};
+use libloading::Library;
+use rayon::prelude::*;
+
+use super::MatmulMode;
+use super::layout::{batch_stride, operand_layout};
+use crate::setting::Setting;
+
+/// The variable naming the BLAS library file (a path, or a name the dynamic loader finds).
+pub const LIBRARY_VARIABLE: &str = "LSR_BLAS";
+
+/// Tried in order when `LSR_BLAS` is unset, by the loader's own search (`LD_LIBRARY_PATH`, its
+/// cache): oneMKL's single dynamic library, then OpenBLAS as distributions name it.
+const CANDIDATES: [&str; 4] = [
+    "libmkl_rt.so.3",
+    "libmkl_rt.so.2",
+    "libopenblas.so.0",
+    "libopenblas.so",
+];
+
+/// Symbol prefixes of the builds known: plain, and the `scipy_` of SciPy's OpenBLAS wheels.
+const PREFIXES: [&str; 2] = ["", "scipy_"];
+
+// CBLAS's enums, fixed by the standard.
+const ROW_MAJOR: c_int = 101;
+const NO_TRANS: c_int = 111;
+const TRANS: c_int = 112;
+
+type Gemm<T> = unsafe extern "C" fn(
+    c_int,
+    c_int,
+    c_int,
+    c_int,
+    c_int,
+    c_int,
+    f32,
+    *const T,
+    c_int,
+    *const T,
+    c_int,
+    f32,
+    *mut f32,
+    c_int,
+) -> ();
+
+/// A loaded library's product entry points; the library stays loaded for the process.
+pub struct Blas {
+    path: String,
+    sgemm: Gemm<f32>,
+    bf16: Option<Gemm<u16>>,
+    _library: Library,
+}
+
+impl Blas {
+    /// The file the library was loaded from.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// Whether products of `dtype` go through the library.
+    pub fn computes(&self, dtype: DType) -> bool {
+        match dtype {
+            DType::F32 => true,
+            DType::BF16 => self.bf16.is_some(),
+            _ => false,
+        }
+    }
+}
+
+/// The library `LSR_BLAS` names (or the first candidate that loads), loaded once per process,
+/// or why none loaded.
+pub fn library() -> Result<&'static Blas, String> {
+    static LOADED: OnceLock<Result<Blas, String>> = OnceLock::new();
+    LOADED
+        .get_or_init(|| {
+            let named = std::env::var(LIBRARY_VARIABLE)
+                .ok()
+                .filter(|s| !s.is_empty());
+            match named {
+                Some(name) => load(&name),
+                None => CANDIDATES.iter().find_map(|name| load(name).ok()).ok_or_else(|| {
+                    format!(
+                        "no CPU BLAS loaded: {LIBRARY_VARIABLE} is unset and the dynamic loader \
+                         found none of {} (scripts/cpu/blas.sh installs oneMKL)",
+                        CANDIDATES.join(", ")
+                    )
+                }),
+            }
+        })
+        .as_ref()
+        .map_err(Clone::clone)
+}
+
+fn load(name: &str) -> Result<Blas, String> {
+    let fail = |why: String| format!("{LIBRARY_VARIABLE}=`{name}`: {why}");
+    // SAFETY: loading runs the library's initialisers; these are BLAS libraries, which set up
+    // their CPU dispatch and nothing that conflicts with this process.
+    let library = unsafe { Library::new(name) }.map_err(|e| fail(e.to_string()))?;
+    let (prefix, sgemm) = PREFIXES
+        .iter()
+        .find_map(|prefix| {
+            symbol::<Gemm<f32>>(&library, &format!("{prefix}cblas_sgemm")).map(|f| (prefix, f))
+        })
+        .ok_or_else(|| fail("it has no `cblas_sgemm`; is it a BLAS?".into()))?;
+    let bf16 = ["cblas_gemm_bf16bf16f32", "cblas_sbgemm"]
+        .iter()
+        .find_map(|name| symbol::<Gemm<u16>>(&library, &format!("{prefix}{name}")));
+    single_threaded(&library, prefix);
+    let path = loaded_path(sgemm as *const ()).unwrap_or_else(|| name.to_string());
+    tracing::info!(
+        "CPU BLAS: {path} (f32{})",
+        if bf16.is_some() { ", bf16" } else { "" }
+    );
+    Ok(Blas {
+        path,
+        sgemm,
+        bf16,
+        _library: library,
+    })
+}
+
+fn symbol<T: Copy>(library: &Library, name: &str) -> Option<T> {
+    // SAFETY: each symbol asked for is called through the CBLAS signature its name has.
+    unsafe { library.get::<T>(name.as_bytes()).ok().map(|f| *f) }
+}
+
+/// oneMKL's sequential layer (chosen before its first call) with results reproducible from run
+/// to run on one CPU whatever the operands' alignment; OpenBLAS's pool at one thread.
+fn single_threaded(library: &Library, prefix: &str) {
+    const MKL_THREADING_SEQUENTIAL: c_int = 1;
+    const MKL_CBWR_AUTO: c_int = 2;
+    type SetInt = unsafe extern "C" fn(c_int) -> c_int;
+    type SetVoid = unsafe extern "C" fn(c_int);
+    // SAFETY: these take and return plain ints; MKL documents calling both before any other.
+    unsafe {
+        if let Some(set) = symbol::<SetInt>(library, "MKL_Set_Threading_Layer") {
+            set(MKL_THREADING_SEQUENTIAL);
+        }
+        if let Some(set) = symbol::<SetInt>(library, "MKL_CBWR_Set") {
+            set(MKL_CBWR_AUTO);
+        }
+        if let Some(set) = symbol::<SetVoid>(library, &format!("{prefix}openblas_set_num_threads"))
+        {
+            set(1);
+        }
+    }
+}
+
+/// The file that holds `address`, from the loader (a bare name resolves to a full path).
+fn loaded_path(address: *const ()) -> Option<String> {
+    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+    let address = address as usize;
+    maps.lines().find_map(|line| {
+        let mut fields = line.split_whitespace();
+        let (start, end) = fields.next()?.split_once('-')?;
+        let (start, end) = (
+            usize::from_str_radix(start, 16).ok()?,
+            usize::from_str_radix(end, 16).ok()?,
+        );
+        let path = fields.nth(4)?;
+        (start <= address && address < end).then(|| path.to_string())
+    })
+}
+
+/// Whether `mode` sends the products on `device` to the CPU BLAS: only on flex; `auto` when a
+/// library loads; `blas` always, or an error when none loads.
+pub fn serves(mode: MatmulMode, device: &Device) -> Result<bool, String> {
+    let flex = matches!(
+        device.clone().inner().as_dispatch(),
+        DispatchDevice::Flex(_)
+    );
+    if !matches!(mode, MatmulMode::Blas | MatmulMode::Auto) || !flex {
+        return Ok(false);
+    }
+    match (mode, library()) {
+        (_, Ok(_)) => Ok(true),
+        (MatmulMode::Auto, Err(why)) => {
+            static SAID: std::sync::Once = std::sync::Once::new();
+            SAID.call_once(|| {
+                tracing::info!("{}=auto: {why}; products use cube", MatmulMode::VARIABLE)
+            });
+            Ok(false)
+        }
+        (_, Err(why)) => Err(format!(
+            "{}=blas: {why}; set {LIBRARY_VARIABLE} to the library's file, or use {}=cube",
+            MatmulMode::VARIABLE,
+            MatmulMode::VARIABLE
+        )),
+    }
+}
+
+/// Whether the loaded BLAS computes `a · b`: operands of one dtype it has a product for, and
+/// equal leading (batch) dimensions; burn's matmul takes the rest.
+pub fn supports<const D: usize>(a: &Tensor<D>, b: &Tensor<D>) -> bool {
+    super::same_batch(a, b) && library().is_ok_and(|blas| blas.computes(a.dtype()))
+}
+
+/// How one operand's storage reaches the BLAS: elements from `offset`, rows `ld` apart, holding
+/// the transpose of the operand when `trans`, matrices `batch_stride` apart (0: shared).
+#[derive(Clone, Copy, Debug)]
+struct Operand {
+    offset: usize,
+    trans: bool,
+    ld: usize,
+    batch_stride: usize,
+}
+
+/// A flex tensor as an operand: as it is when its layout maps, else made contiguous first.
+fn operand(tensor: FlexTensor, trans: bool) -> (FlexTensor, Option<Operand>) {
+    if let Some(operand) = describe(tensor.layout(), trans) {
+        return (tensor, Some(operand));
+    }
+    let tensor = tensor.to_contiguous();
+    let operand = describe(tensor.layout(), trans);
+    (tensor, operand)
+}
+
+fn describe(layout: &Layout, trans: bool) -> Option<Operand> {
+    let shape = layout.shape();
+    let strides: Vec<usize> = (layout.strides().iter())
+        .map(|&s| usize::try_from(s).ok())
+        .collect::<Option<_>>()?;
+    let d = shape.num_dims();
+    let (stored_transposed, ld) =
+        operand_layout(shape[d - 2], shape[d - 1], strides[d - 2], strides[d - 1])?;
+    Some(Operand {
+        offset: layout.start_offset(),
+        trans: trans ^ stored_transposed,
+        ld: ld as usize,
+        batch_stride: batch_stride(&shape[..d - 2], &strides[..d - 2])? as usize,
+    })
+}
+
+/// `op(lhs) · op(rhs)` through the loaded BLAS into a new contiguous tensor, or the operands back
+/// when it does not compute this product (no library, a dtype it lacks, broadcast batches, an
+/// empty product).
+pub(super) fn product(
+    lhs: FloatTensor<Flex>,
+    rhs: FloatTensor<Flex>,
+    trans_lhs: bool,
+    trans_rhs: bool,
+) -> Result<FloatTensor<Flex>, (FloatTensor<Flex>, FloatTensor<Flex>)> {
+    let dtype = lhs.dtype();
+    let Ok(blas) = library() else {
+        return Err((lhs, rhs));
+    };
+    let (ls, rs) = (lhs.layout().shape().clone(), rhs.layout().shape().clone());
+    let d = ls.num_dims();
+    let m = ls[if trans_lhs { d - 1 } else { d - 2 }];
+    let k = ls[if trans_lhs { d - 2 } else { d - 1 }];
+    let n = rs[if trans_rhs { d - 2 } else { d - 1 }];
+    let batch: usize = ls[..d - 2].iter().product();
+    let served = rhs.dtype() == dtype && blas.computes(dtype) && rs.num_dims() == d;
+    if !served || ls[..d - 2] != rs[..d - 2] || batch * m * n * k == 0 {
+        return Err((lhs, rhs));
+    }
+    let (lhs, a) = operand(lhs, trans_lhs);
+    let (rhs, b) = operand(rhs, trans_rhs);
+    let (Some(a), Some(b)) = (a, b) else {
+        return Err((lhs, rhs));
+    };
+    let shape = Product {
+        batch,
+        m,
+        n,
+        k,
+        a,
+        b,
+    };
+    let out = match dtype {
+        DType::F32 => {
+            Bytes::from_elems(shape.run(blas.sgemm, lhs.storage::<f32>(), rhs.storage::<f32>()))
+        }
+        _ => {
+            let gemm = blas.bf16.expect("computes() checked for a bf16 product");
+            let as_bits = |t: &FlexTensor| -> &[u16] {
+                let values = t.storage::<bf16>();
+                // SAFETY: bf16 is a u16 bit pattern, same size and alignment.
+                unsafe { std::slice::from_raw_parts(values.as_ptr().cast(), values.len()) }
+            };
+            let out = shape.run(gemm, as_bits(&lhs), as_bits(&rhs));
+            let out: Vec<bf16> = out.par_iter().map(|&x| bf16::from_f32(x)).collect();
+            Bytes::from_elems(out)
+        }
+    };
+    let mut dims = ls.clone();
+    dims[d - 2] = m;
+    dims[d - 1] = n;
+    Ok(FlexTensor::new(out, Layout::contiguous(dims), dtype))
+}
+
+/// One strided-batched product `C[m, n] = op(A)[m, k] · op(B)[k, n]`, `C` dense.
+#[derive(Clone, Copy, Debug)]
+struct Product {
+    batch: usize,
+    m: usize,
+    n: usize,
+    k: usize,
+    a: Operand,
+    b: Operand,
+}
+
+/// Products below this many multiply-adds run on one thread (flex's own threshold, 192³).
+const PARALLEL_WORK: usize = 192 * 192 * 192;
+
+/// Rows or columns below this are not split further: a BLAS kernel's blocks are about this size.
+const MIN_SPLIT: usize = 64;
+
+impl Product {
+    /// Computes the product into a new f32 buffer, each (matrix, block) a task on rayon's pool.
+    fn run<T: Sync>(&self, gemm: Gemm<T>, a: &[T], b: &[T]) -> Vec<f32> {
+        let Self { batch, m, n, k, .. } = *self;
+        let len = batch * m * n;
+        let mut out = Vec::<f32>::with_capacity(len);
+        let threads = rayon::current_num_threads();
+        let parts = if batch * m * n * k < PARALLEL_WORK || batch >= threads {
+            1
+        } else {
+            threads
+                .div_ceil(batch)
+                .min(m.max(n).div_ceil(MIN_SPLIT))
+                .max(1)
+        };
+        let by_rows = m >= n;
+        let span = if by_rows { m } else { n }.div_ceil(parts);
+        let c = out.as_mut_ptr() as usize;
+        let (a, b) = (a.as_ptr() as usize, b.as_ptr() as usize);
+        (0..batch * parts).into_par_iter().for_each(|task| {
+            let (matrix, part) = (task / parts, task % parts);
+            let start = part * span;
+            let end = (start + span).min(if by_rows { m } else { n });
+            if start < end {
+                // SAFETY: the operands' extents were checked against their storage by burn's
+                // layouts; each task writes its own rows or columns of its own matrix of `out`.
+                unsafe { self.block(gemm, [a, b, c], matrix, by_rows, start..end) };
+            }
+        });
+        // SAFETY: the tasks wrote every element (each matrix's rows or columns, all blocks).
+        unsafe { out.set_len(len) };
+        out
+    }
+
+    /// `C[rows, :] = op(A)[rows, :] · op(B)` for `by_rows`, else `C[:, cols] = op(A) · op(B)[:, cols]`.
+    unsafe fn block<T>(
+        &self,
+        gemm: Gemm<T>,
+        [a, b, c]: [usize; 3],
+        matrix: usize,
+        by_rows: bool,
+        span: std::ops::Range<usize>,
+    ) {
+        let Self {
+            m,
+            n,
+            k,
+            a: oa,
+            b: ob,
+            ..
+        } = *self;
+        let size = std::mem::size_of::<T>();
+        let mut a = a + (oa.offset + matrix * oa.batch_stride) * size;
+        let mut b = b + (ob.offset + matrix * ob.batch_stride) * size;
+        let mut c = c + matrix * m * n * std::mem::size_of::<f32>();
+        let (rows, cols) = if by_rows {
+            // Row r of op(A) starts at row r of A, or at column r of a transposed A.
+            a += span.start * if oa.trans { 1 } else { oa.ld } * size;
+            c += span.start * n * std::mem::size_of::<f32>();
+            (span.len(), n)
+        } else {
+            b += span.start * if ob.trans { ob.ld } else { 1 } * size;
+            c += span.start * std::mem::size_of::<f32>();
+            (m, span.len())
+        };
+        let flag = |trans| if trans { TRANS } else { NO_TRANS };
+        let int = |x: usize| c_int::try_from(x).expect("a BLAS dimension fits a C int");
+        // SAFETY: the caller's; the dimensions and leading dimensions describe the operands.
+        unsafe {
+            gemm(
+                ROW_MAJOR,
+                flag(oa.trans),
+                flag(ob.trans),
+                int(rows),
+                int(cols),
+                int(k),
+                1.0,
+                a as *const T,
+                int(oa.ld),
+                b as *const T,
+                int(ob.ld),
+                0.0,
+                c as *mut f32,
+                int(n),
+            )
+        }
+    }
+}

@@ -1,0 +1,229 @@
+//! The routed products' shared parts: operand layouts and batch strides (what any BLAS is told),
+//! and the backward's transposes, checked against burn's own matmul.
+
+use burn::prelude::*;
+
+use super::backend::*;
+use super::layout::*;
+
+#[test]
+fn strides_map_to_a_transpose_flag_and_leading_dimension() {
+    // Row-major [4, 3], dense and with rows pitched to 8.
+    assert_eq!(operand_layout(4, 3, 3, 1), Some((false, 3)));
+    assert_eq!(operand_layout(4, 3, 8, 1), Some((false, 8)));
+    // burn's transpose() of a row-major [3, 4]: [4, 3] with strides (1, 4).
+    assert_eq!(operand_layout(4, 3, 1, 4), Some((true, 4)));
+    // A single row or column is either; it still gets a valid leading dimension.
+    assert_eq!(operand_layout(1, 5, 5, 1), Some((false, 5)));
+    assert_eq!(operand_layout(5, 1, 1, 1), Some((false, 1)));
+    // Every other element of every other row, or overlapping rows: copy first.
+    assert_eq!(operand_layout(4, 3, 6, 2), None);
+    assert_eq!(operand_layout(4, 3, 2, 1), None);
+    // burn's expansions of size-one dimensions (stride 0): `[…, 1, 1]`, and a row vector
+    // broadcast from `[n]`, map; a column repeating one element does not.
+    assert_eq!(operand_layout(1, 1, 0, 0), Some((false, 1)));
+    assert_eq!(operand_layout(1, 5, 0, 1), Some((false, 5)));
+    assert_eq!(operand_layout(4, 1, 0, 0), None);
+}
+
+#[test]
+fn batch_dimensions_fold_into_one_stride_or_are_refused() {
+    // Contiguous [2, 3, L·d]: the inner batch stride, with the outer one its multiple.
+    assert_eq!(batch_stride(&[2, 3], &[3 * 20, 20]), Some(20));
+    assert_eq!(batch_stride(&[2, 1, 3], &[60, 999, 20]), Some(20));
+    assert_eq!(batch_stride(&[], &[]), Some(0));
+    assert_eq!(batch_stride(&[1], &[7]), Some(0));
+    // [B, H, L, d] as swap_dims(1, 2) of a contiguous [B, L, H, d] (L = 5, H = 3, d = 4).
+    assert_eq!(batch_stride(&[2, 3], &[5 * 3 * 4, 4]), None);
+}
+
+#[test]
+fn backward_transpose_flags_give_the_gradients_of_burns_matmul() {
+    let device = Device::flex().autodiff();
+    let values =
+        |len: usize, seed: f32| -> Vec<f32> { (0..len).map(|i| (i as f32 * seed).sin()).collect() };
+    let (m, n, k) = (3, 4, 5);
+    let upstream =
+        Tensor::<3>::from_data(TensorData::new(values(2 * m * n, 0.73), [2, m, n]), &device);
+    for (trans_lhs, trans_rhs) in [(false, false), (false, true), (true, false), (true, true)] {
+        let shape = |trans: bool, rows: usize, cols: usize| {
+            if trans {
+                [2, cols, rows]
+            } else {
+                [2, rows, cols]
+            }
+        };
+        let lhs = Tensor::<3>::from_data(
+            TensorData::new(values(2 * m * k, 0.37), shape(trans_lhs, m, k)),
+            &device,
+        )
+        .require_grad();
+        let rhs = Tensor::<3>::from_data(
+            TensorData::new(values(2 * k * n, 0.91), shape(trans_rhs, k, n)),
+            &device,
+        )
+        .require_grad();
+        let op = |t: Tensor<3>, trans: bool| if trans { t.transpose() } else { t };
+        let y = op(lhs.clone(), trans_lhs).matmul(op(rhs.clone(), trans_rhs));
+        let grads = (y * upstream.clone()).sum().backward();
+        let product = |x: Tensor<3>, y: Tensor<3>, tx: bool, ty: bool| op(x, tx).matmul(op(y, ty));
+        let (l, r, g) = (
+            lhs.clone().inner(),
+            rhs.clone().inner(),
+            upstream.clone().inner(),
+        );
+        let d_lhs = lhs_gradient(trans_lhs, trans_rhs).eval(g.clone(), None, Some(r), product);
+        let d_rhs = rhs_gradient(trans_lhs, trans_rhs).eval(g, Some(l), None, product);
+        d_lhs
+            .into_data()
+            .assert_approx_eq::<f32>(&lhs.grad(&grads).unwrap().into_data(), Default::default());
+        d_rhs
+            .into_data()
+            .assert_approx_eq::<f32>(&rhs.grad(&grads).unwrap().into_data(), Default::default());
+    }
+}
+
+/// The loaded CPU BLAS, or `None` (the test is skipped, saying why) where none is installed and
+/// none was asked for; `just test` installs one and names it in `LSR_BLAS`, and under CI a
+/// missing library fails the test.
+fn test_blas() -> Option<&'static super::blas::Blas> {
+    let required = [super::blas::LIBRARY_VARIABLE, "CI"].map(std::env::var_os);
+    match super::blas::library() {
+        Ok(blas) => Some(blas),
+        Err(why) if required.iter().any(Option::is_some) => panic!("{why}"),
+        Err(why) => {
+            eprintln!("skipped, no CPU BLAS: {why}");
+            None
+        }
+    }
+}
+
+fn flex_tensor(shape: &[usize], seed: f32) -> burn_flex::FlexTensor {
+    let len = shape.iter().product();
+    let values: Vec<f32> = (0..len).map(|i| ((i as f32 + 1.0) * seed).sin()).collect();
+    burn_flex::FlexTensor::from_data(TensorData::new(values, shape.to_vec()))
+}
+
+/// `op(x)` of shape `[batch.., rows, cols]` stored as `layout` says: dense, as the transpose
+/// of a dense matrix, inside a larger one (an offset and a row pitch), or with its batch
+/// dimensions permuted so that they fold into no single stride (copied before the BLAS).
+fn operand(
+    batch: &[usize],
+    rows: usize,
+    cols: usize,
+    layout: usize,
+    seed: f32,
+) -> burn_flex::FlexTensor {
+    let d = batch.len() + 2;
+    let dims = |r, c| [batch, &[r, c]].concat();
+    match layout {
+        0 => flex_tensor(&dims(rows, cols), seed),
+        1 => flex_tensor(&dims(cols, rows), seed).transpose(d - 2, d - 1),
+        2 => flex_tensor(&dims(rows + 2, cols + 3), seed)
+            .narrow(d - 2, 1, rows)
+            .narrow(d - 1, 2, cols),
+        _ => {
+            let mut reversed: Vec<usize> = batch.iter().rev().copied().collect();
+            reversed.extend([rows, cols]);
+            let mut axes: Vec<usize> = (0..batch.len()).rev().collect();
+            axes.extend([d - 2, d - 1]);
+            flex_tensor(&reversed, seed).permute(&axes)
+        }
+    }
+}
+
+#[test]
+fn cpu_blas_products_equal_burns_for_every_transpose_and_layout() {
+    use burn::backend::Flex;
+    let Some(blas) = test_blas() else { return };
+    // Small; split by rows (m ≥ n); split by columns (n > m); batched, one shape per matrix.
+    let cases: [(&[usize], usize, usize, usize); 4] = [
+        (&[], 3, 4, 5),
+        (&[], 400, 130, 160),
+        (&[], 90, 300, 270),
+        (&[2, 3], 33, 17, 20),
+    ];
+    for (batch, m, n, k) in cases {
+        for (trans_lhs, trans_rhs, layout) in
+            itertools::iproduct!([false, true], [false, true], 0..4)
+        {
+            if layout == 3 && batch.len() < 2 {
+                continue;
+            }
+            let (lr, lc) = if trans_lhs { (k, m) } else { (m, k) };
+            let (rr, rc) = if trans_rhs { (n, k) } else { (k, n) };
+            let lhs = operand(batch, lr, lc, layout, 0.37);
+            let rhs = operand(batch, rr, rc, (layout + 1) % 3, 0.91);
+            let expected = burn_matmul::<Flex>(lhs.clone(), rhs.clone(), trans_lhs, trans_rhs);
+            let got = super::blas::product(lhs, rhs, trans_lhs, trans_rhs)
+                .unwrap_or_else(|_| panic!("{} refused {batch:?} {m}x{n}x{k}", blas.path()));
+            let case =
+                format!("{batch:?} {m}x{n}x{k} trans {trans_lhs}/{trans_rhs} layout {layout}");
+            assert_eq!(got.layout().shape(), expected.layout().shape(), "{case}");
+            got.into_data().assert_approx_eq::<f32>(
+                &expected.into_data(),
+                burn::tensor::Tolerance::rel_abs(1e-5, 1e-4),
+            );
+        }
+    }
+}
+
+#[test]
+fn cpu_blas_bf16_products_are_f32_products_of_the_rounded_operands() {
+    use burn::backend::Flex;
+    use burn::backend::ops::FloatTensorOps;
+    use burn::tensor::DType;
+    let Some(blas) = test_blas() else { return };
+    if !blas.computes(DType::BF16) {
+        eprintln!("skipped: {} has no bf16 product", blas.path());
+        return;
+    }
+    let bf16 = |t| Flex::float_cast(t, DType::BF16.into());
+    let (lhs, rhs) = (
+        bf16(flex_tensor(&[2, 70, 96], 0.37)),
+        bf16(flex_tensor(&[2, 50, 96], 0.91)),
+    );
+    let got = super::blas::product(lhs.clone(), rhs.clone(), false, true)
+        .unwrap_or_else(|_| panic!("refused"));
+    assert_eq!(got.dtype(), DType::BF16);
+    let f32 = |t| Flex::float_cast(t, DType::F32.into());
+    let expected = burn_matmul::<Flex>(f32(lhs), f32(rhs), false, true);
+    // Accumulated in f32 from exact bf16 inputs; the only rounding that matters is the output's
+    // to bf16 (8 bits of mantissa).
+    f32(got).into_data().assert_approx_eq::<f32>(
+        &expected.into_data(),
+        burn::tensor::Tolerance::rel_abs(8e-3, 1e-2),
+    );
+}
+
+#[test]
+fn routed_products_give_the_gradients_of_burns_matmul() {
+    use burn::backend::Dispatch;
+    let device = Device::flex().autodiff();
+    let values =
+        |len: usize, seed: f32| -> Vec<f32> { (0..len).map(|i| (i as f32 * seed).sin()).collect() };
+    let (m, n, k) = (30, 40, 50);
+    let upstream =
+        Tensor::<3>::from_data(TensorData::new(values(2 * m * n, 0.73), [2, m, n]), &device);
+    let lhs = Tensor::<3>::from_data(TensorData::new(values(2 * m * k, 0.37), [2, m, k]), &device)
+        .require_grad();
+    let rhs = Tensor::<3>::from_data(TensorData::new(values(2 * n * k, 0.91), [2, n, k]), &device)
+        .require_grad();
+    let routed = Tensor::<3>::from_dispatch(<Dispatch as RoutedMatmul>::routed_matmul(
+        lhs.clone().into_dispatch(),
+        rhs.clone().into_dispatch(),
+        false,
+        true,
+    ));
+    let grads = (routed * upstream.clone()).sum().backward();
+    let (d_lhs, d_rhs) = (lhs.grad(&grads).unwrap(), rhs.grad(&grads).unwrap());
+    let reference = lhs.clone().matmul(rhs.clone().transpose());
+    let grads = (reference * upstream).sum().backward();
+    let tolerance = burn::tensor::Tolerance::rel_abs(1e-5, 1e-4);
+    d_lhs
+        .into_data()
+        .assert_approx_eq::<f32>(&lhs.grad(&grads).unwrap().into_data(), tolerance);
+    d_rhs
+        .into_data()
+        .assert_approx_eq::<f32>(&rhs.grad(&grads).unwrap().into_data(), tolerance);
+}
