@@ -5,7 +5,7 @@ its PyTorch and ONNX Runtime backends, from one random BERT-base MLM saved once 
 Face checkpoint (a synthetic 30,522-word vocabulary: every word one token).
 
     python scripts/bench/encode_corpus.py --lsr target/release/lsr [--work target/bench-corpus]
-        [--backends torch,onnx] [--passages 2000]
+        [--backends torch,onnx] [--passages 2000] [--precision f32|bf16-mixed|bf16]
 
 lsr's time is its whole process (loading, encoding, indexing, 16 queries, retrieval); each
 backend's is `encode_document` alone, after loading and one warm-up batch. Prints one JSON line.
@@ -79,12 +79,12 @@ def make_data(root, passages, seed=0):
     return texts, lengths
 
 
-def time_lsr(lsr, model, root):
+def time_lsr(lsr, model, root, precision):
     out = tempfile.mkdtemp()
     try:
         start = time.perf_counter()
         subprocess.run([lsr, "eval", "--checkpoint", model, "--dataset", "beir/bench-corpus",
-                        "--data-root", root, "--output", out], check=True,
+                        "--data-root", root, "--output", out, "--precision", precision], check=True,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         return time.perf_counter() - start
     finally:
@@ -109,6 +109,7 @@ def main():
     p.add_argument("--work", default="target/bench-corpus")
     p.add_argument("--backends", default="torch,onnx")
     p.add_argument("--passages", type=int, default=2000)
+    p.add_argument("--precision", default="f32", help="lsr's: f32, bf16-mixed or bf16")
     args = p.parse_args()
     os.makedirs(args.work, exist_ok=True)
     model = os.path.abspath(os.path.join(args.work, "model"))
@@ -119,7 +120,8 @@ def main():
     report = {"passages": len(texts), "words_mean": float(lengths.mean()),
               "words_min": int(lengths.min()), "words_max": int(lengths.max()),
               "threads": os.cpu_count(), "lsr_matmul": os.environ.get("LSR_MATMUL", "cube"),
-              "lsr_seconds": time_lsr(args.lsr, model, root)}
+              "lsr_precision": args.precision,
+              "lsr_seconds": time_lsr(args.lsr, model, root, args.precision)}
     for backend in filter(None, args.backends.split(",")):
         seconds = time_sparse_encoder(model, texts, backend)
         report[f"{backend}_seconds"] = seconds

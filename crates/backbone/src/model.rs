@@ -15,6 +15,7 @@ use crate::hf_names::TensorNames;
 use crate::tokenizer::TextTokenizer;
 use crate::weights::Weights;
 use lsr_compute::launches::{self, Label, Region};
+use lsr_compute::matmul::blas::with_bf16_operands;
 use lsr_compute::precision::Precision;
 
 /// How `rescale_mlm_head` treats a decoder tied to the word embeddings.
@@ -157,8 +158,15 @@ impl MaskedLm {
     /// compute dtype of the model's precision (bf16 under `bf16-mixed`).
     pub fn forward(&self, ids: Tensor<2, Int>, mask: Tensor<2, Int>) -> Tensor<3> {
         let dtype = self.precision.compute();
-        let hidden = self.encoder.forward(ids, mask, dtype);
-        self.head.forward(hidden, self.tied_param(), dtype)
+        self.in_precision(|| {
+            let hidden = self.encoder.forward(ids, mask, dtype);
+            self.head.forward(hidden, self.tied_param(), dtype)
+        })
+    }
+
+    /// `f` with products from bf16-rounded operands under `bf16` (the CPU BLAS route's scope).
+    fn in_precision<R>(&self, f: impl FnOnce() -> R) -> R {
+        with_bf16_operands(self.precision == Precision::Bf16, f)
     }
 
     /// `max` over tokens of the MLM logits per vocabulary tile (`MlmHead::forward_max`, whose
@@ -173,9 +181,11 @@ impl MaskedLm {
     ) -> Tensor<2> {
         let dtype = self.precision.compute();
         launches::enter(&self.device(), Label::forward(Region::Embedding));
-        let hidden = self.encoder.forward(ids, mask, dtype);
-        self.head
-            .forward_max(hidden, self.tied_param(), dtype, tile, max)
+        self.in_precision(|| {
+            let hidden = self.encoder.forward(ids, mask, dtype);
+            self.head
+                .forward_max(hidden, self.tied_param(), dtype, tile, max)
+        })
     }
 
     /// The device the parameters live on.

@@ -25,7 +25,8 @@ pub struct ModelArgs {
     /// flex, wgpu[:N] or cuda[:N]; default: `$LSR_DEVICE`, else the best backend that starts here.
     #[arg(long)]
     device: Option<String>,
-    /// f32, or bf16-mixed (bf16 matrix products; SPLADE weights in f32).
+    /// f32, bf16-mixed (bf16 matrix products and activations; SPLADE weights in f32), or bf16
+    /// (a CPU with AVX512_BF16 or AMX, products through a CPU BLAS from bf16 operands).
     #[arg(long, default_value = "f32")]
     precision: Precision,
 }
@@ -39,6 +40,9 @@ impl ModelArgs {
     /// Loads the checkpoint (texts truncated to `max_length` tokens) and rescales its head.
     pub fn encoder(&self, max_length: usize) -> Result<SpladeEncoder> {
         let device = parse_device(self.device.as_deref())?;
+        self.precision
+            .usable_on(&device)
+            .map_err(|why| anyhow!(why))?;
         let mut backbone = Backbone::load(&self.checkpoint, &device, max_length)?;
         backbone.model = backbone.model.with_precision(self.precision);
         let mode = RescaleMode::untie_if(self.untie);

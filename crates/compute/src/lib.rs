@@ -1,9 +1,9 @@
 //! How lsr computes on a device, below every model: the choice of burn device (`device.rs`),
 //! the erf GELU with its exact gradient on every backend (`activation.rs`),
 //! the one entry point of every product and how it is computed (`matmul/`: `LSR_MATMUL`, burn's
-//! matmul or cuBLASLt on CUDA), attention and its fused kernels (`attention/`: `LSR_ATTENTION`),
+//! matmul, cuBLASLt on CUDA or a CPU BLAS on flex), attention and its fused kernels (`attention/`: `LSR_ATTENTION`),
 //! dropout and the seeding of its masks (`dropout.rs`), the arithmetic a model runs in
-//! (`precision.rs`: f32 or bf16-mixed, and the linear map and residual add in it), LayerNorm
+//! (`precision.rs`: f32, bf16-mixed or bf16, and the linear map and residual add in it), LayerNorm
 //! and the bias add as operations with their own backward (`norm/`), what a pass launches and
 //! keeps on a GPU (`launches.rs`), where the GPU backends keep their tuning and compiled kernels
 //! between processes (`kernel_cache.rs`), and the environment settings (`setting.rs`). It knows

@@ -19,45 +19,86 @@ use burn::tensor::{DType, Gradients};
 use crate::matmul::matmul;
 use crate::norm::{add_rows, row_vector};
 
-/// A model's arithmetic: `f32`, or `bf16-mixed` (bf16 matrix products and activations with f32
-/// master weights, optimizer state, statistics, softmax and loss).
+/// A model's arithmetic: `f32`, `bf16-mixed` (bf16 matrix products and activations with f32
+/// master weights, optimizer state, statistics, softmax and loss), or `bf16` (encoding on a CPU
+/// with bf16 units: each linear map's and the head's operands rounded to bf16 inside a CPU BLAS
+/// product that accumulates and returns f32, everything else f32: flex's element-wise bf16
+/// arithmetic widens every element, which took more time than the products saved).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Precision {
     #[default]
     F32,
     Bf16Mixed,
+    Bf16,
 }
 
 impl Precision {
-    pub const NAMES: [&'static str; 2] = ["f32", "bf16-mixed"];
+    pub const NAMES: [&'static str; 3] = ["f32", "bf16-mixed", "bf16"];
 
-    /// The dtype of matrix products and the activations between them.
+    /// The dtype of matrix products and the activations between them (`bf16` narrows inside
+    /// the product alone: its activations are f32).
     pub fn compute(self) -> DType {
         match self {
-            Self::F32 => DType::F32,
+            Self::F32 | Self::Bf16 => DType::F32,
             Self::Bf16Mixed => DType::BF16,
         }
     }
 
     pub fn name(self) -> &'static str {
-        match self {
-            Self::F32 => Self::NAMES[0],
-            Self::Bf16Mixed => Self::NAMES[1],
+        Self::NAMES[self as usize]
+    }
+
+    /// Whether a model in this precision computes on `device`: `bf16` needs the flex CPU
+    /// device, its products through a CPU BLAS with a bf16 product (`LSR_MATMUL=blas|auto`),
+    /// and a CPU with AVX512_BF16 or AMX, which that product is fast on.
+    pub fn usable_on(self, device: &Device) -> std::result::Result<(), String> {
+        if self != Self::Bf16 {
+            return Ok(());
+        }
+        let refuse = |why: String| Err(format!("--precision bf16: {why}"));
+        if !has_bf16_units() {
+            return refuse(
+                "this CPU lacks AVX512_BF16 (and AMX), which make bf16 products pay; use f32"
+                    .into(),
+            );
+        }
+        match crate::matmul::products_route(device)? {
+            crate::MatmulMode::Blas => {}
+            _ => {
+                return refuse(format!(
+                    "{device:?}'s products do not go through a CPU BLAS; on the flex device set \
+                     LSR_MATMUL=blas and LSR_BLAS (scripts/cpu/blas.sh installs oneMKL), or use \
+                     bf16-mixed on a GPU"
+                ));
+            }
+        }
+        let blas = crate::matmul::blas::library()?;
+        match blas.computes(DType::BF16) {
+            true => Ok(()),
+            false => refuse(format!("{} has no bf16 product; oneMKL has", blas.path())),
         }
     }
+}
+
+/// AVX512_BF16, detected at run time (every CPU with AMX has it too; AMX's own detection is not
+/// stable Rust).
+fn has_bf16_units() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return std::arch::is_x86_feature_detected!("avx512bf16");
+    #[cfg(not(target_arch = "x86_64"))]
+    false
 }
 
 impl std::str::FromStr for Precision {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "f32" => Ok(Self::F32),
-            "bf16-mixed" => Ok(Self::Bf16Mixed),
-            other => Err(format!(
-                "unknown precision `{other}`; expected {}",
-                Self::NAMES.join(" or ")
+        match Self::NAMES.iter().position(|name| *name == s) {
+            Some(index) => Ok([Self::F32, Self::Bf16Mixed, Self::Bf16][index]),
+            None => Err(format!(
+                "unknown precision `{s}`; expected {}",
+                Self::NAMES.join(", ")
             )),
         }
     }

@@ -131,7 +131,8 @@ pub struct Recipe {
     /// Batches tokenised ahead of the training thread.
     pub prefetch: usize,
     /// `f32`, or `bf16-mixed`: bf16 matrix products and activations with f32 master weights,
-    /// AdamW state, LayerNorm statistics, softmax, SPLADE weights and loss.
+    /// AdamW state, LayerNorm statistics, softmax, SPLADE weights and loss (`bf16`, an encoding
+    /// precision, is refused).
     pub precision: Precision,
 }
 
@@ -471,6 +472,11 @@ impl TrainConfig {
     /// Something to learn from: the contrastive loss, or distillation from data with scores.
     fn check_objective(&self) -> Checked {
         let r = &self.recipe;
+        if r.precision == Precision::Bf16 {
+            let message = "bf16 (bf16 operands in a CPU BLAS's products) is for encoding and \
+                           evaluation; training takes f32 or bf16-mixed";
+            return Err(("recipe.precision", message.into()));
+        }
         if !r.distillation.distils() && r.contrastive_weight == 0.0 {
             let message = "with contrastive_weight = 0 the ranking loss is distillation alone; \
                            choose [recipe.distillation] loss = \"margin-mse\" or \"kl-div\"";

@@ -11,7 +11,7 @@ mod train;
 use std::path::Path;
 use std::time::Instant;
 
-use anyhow::Result;
+use anyhow::{Result, anyhow};
 use burn::prelude::*;
 use clap::{Args, Subcommand};
 use lsr_backbone::{MaskedLm, ModelConfig, TokenBatch, Weights};
@@ -145,7 +145,7 @@ pub struct EncodeBench {
     /// Tokens per text [default: 128; 32 with --launches].
     #[arg(long, value_parser = crate::values::at_least_one)]
     seq_len: Option<usize>,
-    /// f32 or bf16-mixed.
+    /// f32, bf16-mixed or bf16 (CPUs with AVX512_BF16 or AMX, through a CPU BLAS).
     #[arg(long, default_value = "f32")]
     precision: Precision,
     /// Vocabulary terms per tile of the MLM head (at least the vocabulary: the whole `[B, L, V]`
@@ -464,6 +464,9 @@ fn encode(args: EncodeBench) -> Result<()> {
         sizing.pick(args.batch, 32, 8),
         sizing.pick(args.seq_len, 128, 32),
     );
+    args.precision
+        .usable_on(&device)
+        .map_err(|why| anyhow!(why))?;
     let model = bert_shaped(&device, hidden)?.with_precision(args.precision);
     let (ids, mask) = synthetic_tokens(batch_size, seq_len).to_tensors(&device);
     let tile = (args.head_tile).unwrap_or_else(|| head_tile(batch_size * seq_len, &device));

@@ -85,6 +85,9 @@ struct CachedStepReport {
 }
 
 pub(super) fn train_step(args: TrainStepBench) -> Result<()> {
+    if args.precision == Precision::Bf16 {
+        anyhow::bail!("--precision bf16 is for encoding; a training step takes f32 or bf16-mixed");
+    }
     let (device, harness) = args.repeat.start()?;
     let sizing = &args.sizing;
     let hidden = sizing.hidden();

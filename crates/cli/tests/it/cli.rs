@@ -56,6 +56,48 @@ fn check_passes_on_flex_in_both_precisions() {
     }
 }
 
+/// `--precision bf16` (bf16 operands in a CPU BLAS's products) passes the check where the CPU
+/// has AVX512_BF16 or AMX, and is refused, naming what is missing, where it has neither; a
+/// training step refuses it.
+#[test]
+fn bf16_passes_the_check_where_the_cpu_has_bf16_units_and_training_refuses_it() {
+    let mut check = lsr();
+    check
+        .env("LSR_MATMUL", "blas")
+        .args(["check", "--device", "flex", "--json", "--precision", "bf16"])
+        .args(["--fixtures", &fixture("")]);
+    let units = std::arch::is_x86_feature_detected!("avx512bf16");
+    match (units, std::env::var_os("LSR_BLAS")) {
+        (true, Some(_)) => {
+            let report: serde_json::Value = serde_json::from_slice(&stdout_of(&mut check)).unwrap();
+            assert_eq!(report["pass"], true, "{report}");
+        }
+        (false, _) => {
+            let error = error_of(&mut check);
+            assert!(
+                error.contains("--precision bf16") && error.contains("AVX512_BF16"),
+                "{error}"
+            );
+        }
+        (true, None) if std::env::var_os("CI").is_some() => {
+            panic!("CI sets LSR_BLAS (`just test`)")
+        }
+        (true, None) => eprintln!("LSR_BLAS unset: the bf16 check is skipped"),
+    }
+    let error = error_of(lsr().args([
+        "bench",
+        "train-step",
+        "--device",
+        "flex",
+        "--precision",
+        "bf16",
+    ]));
+    assert!(
+        error.contains("--precision bf16 is for encoding"),
+        "{error}"
+    );
+}
+
 #[test]
 fn encode_json_lists_every_nonzero_term_by_weight() {
     let out = succeeded(

@@ -10,12 +10,13 @@
 //! lsr runs as it does without this file.
 
 use std::ffi::c_int;
+use std::ops::Range;
 use std::sync::OnceLock;
 
 use burn::backend::tensor::FloatTensor;
 use burn::backend::{DispatchDevice, Flex};
 use burn::prelude::*;
-use burn::tensor::{Bytes, DType, bf16};
+use burn::tensor::{Bytes, DType, Shape, bf16};
 use burn_flex::{FlexTensor, Layout};
 use libloading::Library;
 use rayon::prelude::*;
@@ -180,6 +181,26 @@ fn loaded_path(address: *const ()) -> Option<String> {
     })
 }
 
+thread_local! {
+    /// Set within [`with_bf16_operands`]: f32 products round their operands to bf16.
+    static BF16_OPERANDS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f` with this thread's f32 products through the BLAS computed from bf16-rounded operands
+/// (f32 accumulation and result) when `on`: `Precision::Bf16`'s forward pass. The model's
+/// forward runs its products on the calling thread, so a thread-local scope reaches all of them
+/// and nothing else.
+pub fn with_bf16_operands<R>(on: bool, f: impl FnOnce() -> R) -> R {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            BF16_OPERANDS.with(|flag| flag.set(self.0));
+        }
+    }
+    let _restore = Restore(BF16_OPERANDS.with(|flag| flag.replace(on)));
+    f()
+}
+
 /// Whether `mode` sends the products on `device` to the CPU BLAS: only on flex; `auto` when a
 /// library loads; `blas` always, or an error when none loads.
 pub fn serves(mode: MatmulMode, device: &Device) -> Result<bool, String> {
@@ -272,6 +293,25 @@ pub(super) fn product(
     if !served || ls[..d - 2] != rs[..d - 2] || batch * m * n * k == 0 {
         return Err((lhs, rhs));
     }
+    let narrow = dtype == DType::F32 && BF16_OPERANDS.with(|flag| flag.get());
+    if let (true, Some(gemm)) = (narrow, blas.bf16) {
+        let (a_bits, a) = narrowed(lhs, trans_lhs);
+        let (b_bits, b) = narrowed(rhs, trans_rhs);
+        let shape = Product {
+            batch,
+            m,
+            n,
+            k,
+            a,
+            b,
+        };
+        let out = Bytes::from_elems(shape.run(gemm, &a_bits, &b_bits));
+        return Ok(FlexTensor::new(
+            out,
+            Layout::contiguous(dims(&ls, m, n)),
+            dtype,
+        ));
+    }
     let (lhs, a) = operand(lhs, trans_lhs);
     let (rhs, b) = operand(rhs, trans_rhs);
     let (Some(a), Some(b)) = (a, b) else {
@@ -296,15 +336,55 @@ pub(super) fn product(
                 // SAFETY: bf16 is a u16 bit pattern, same size and alignment.
                 unsafe { std::slice::from_raw_parts(values.as_ptr().cast(), values.len()) }
             };
-            let out = shape.run(gemm, as_bits(&lhs), as_bits(&rhs));
-            let out: Vec<bf16> = out.par_iter().map(|&x| bf16::from_f32(x)).collect();
-            Bytes::from_elems(out)
+            Bytes::from_elems(shape.run_bf16(gemm, as_bits(&lhs), as_bits(&rhs)))
         }
     };
-    let mut dims = ls.clone();
+    Ok(FlexTensor::new(
+        out,
+        Layout::contiguous(dims(&ls, m, n)),
+        dtype,
+    ))
+}
+
+/// `shape` with its last two dimensions `[m, n]`: a product's output.
+fn dims(shape: &Shape, m: usize, n: usize) -> Shape {
+    let mut dims = shape.clone();
+    let d = dims.num_dims();
     dims[d - 2] = m;
     dims[d - 1] = n;
-    Ok(FlexTensor::new(out, Layout::contiguous(dims), dtype))
+    dims
+}
+
+/// An f32 operand as bf16 bit patterns (round to nearest even), laid out as it was stored: only
+/// the storage it spans is narrowed, a transposed view (a tied head's decoder) as it is.
+fn narrowed(tensor: FlexTensor, trans: bool) -> (Vec<u16>, Operand) {
+    let (tensor, operand) = operand(tensor, trans);
+    let operand = operand.expect("a contiguous operand maps onto a BLAS layout");
+    let shape = tensor.layout().shape();
+    let d = shape.num_dims();
+    let (rows, cols) = (shape[d - 2], shape[d - 1]);
+    let (stored_rows, stored_cols) = match operand.trans != trans {
+        true => (cols, rows),
+        false => (rows, cols),
+    };
+    let batch: usize = shape[..d - 2].iter().product();
+    let extent = (batch - 1) * operand.batch_stride + (stored_rows - 1) * operand.ld + stored_cols;
+    let values = &tensor.storage::<f32>()[operand.offset..operand.offset + extent];
+    let mut bits = vec![0u16; extent];
+    bits.par_chunks_mut(1 << 14)
+        .zip(values.par_chunks(1 << 14))
+        .for_each(|(bits, values)| {
+            for (b, &x) in bits.iter_mut().zip(values) {
+                *b = bf16::from_f32(x).to_bits();
+            }
+        });
+    (
+        bits,
+        Operand {
+            offset: 0,
+            ..operand
+        },
+    )
 }
 
 /// One strided-batched product `C[m, n] = op(A)[m, k] · op(B)[k, n]`, `C` dense.
@@ -324,71 +404,140 @@ const PARALLEL_WORK: usize = 192 * 192 * 192;
 /// Rows or columns below this are not split further: a BLAS kernel's blocks are about this size.
 const MIN_SPLIT: usize = 64;
 
+/// The f32 elements of a bf16 product's block, computed then narrowed while in the core's cache
+/// (half its 2 MiB L2): narrowing the whole f32 result after the product took as long as the
+/// product itself on AMX.
+const BF16_BLOCK: usize = 1 << 18;
+
 impl Product {
-    /// Computes the product into a new f32 buffer, each (matrix, block) a task on rayon's pool.
+    /// Computes the product into a new f32 buffer, each task writing its block in place.
     fn run<T: Sync>(&self, gemm: Gemm<T>, a: &[T], b: &[T]) -> Vec<f32> {
-        let Self { batch, m, n, k, .. } = *self;
-        let len = batch * m * n;
+        let len = self.batch * self.m * self.n;
         let mut out = Vec::<f32>::with_capacity(len);
-        let threads = rayon::current_num_threads();
-        let parts = if batch * m * n * k < PARALLEL_WORK || batch >= threads {
-            1
-        } else {
-            threads
-                .div_ceil(batch)
-                .min(m.max(n).div_ceil(MIN_SPLIT))
-                .max(1)
-        };
-        let by_rows = m >= n;
-        let span = if by_rows { m } else { n }.div_ceil(parts);
         let c = out.as_mut_ptr() as usize;
-        let (a, b) = (a.as_ptr() as usize, b.as_ptr() as usize);
-        (0..batch * parts).into_par_iter().for_each(|task| {
-            let (matrix, part) = (task / parts, task % parts);
-            let start = part * span;
-            let end = (start + span).min(if by_rows { m } else { n });
-            if start < end {
-                // SAFETY: the operands' extents were checked against their storage by burn's
-                // layouts; each task writes its own rows or columns of its own matrix of `out`.
-                unsafe { self.block(gemm, [a, b, c], matrix, by_rows, start..end) };
+        self.for_each_block(None, |matrix, rows, cols| {
+            let at = matrix * self.m * self.n + rows.start * self.n + cols.start;
+            // SAFETY: each block is its own rows and columns of its own matrix of `out`.
+            unsafe {
+                self.block(
+                    gemm,
+                    a,
+                    b,
+                    matrix,
+                    rows,
+                    cols,
+                    (c as *mut f32).add(at),
+                    self.n,
+                )
             }
         });
-        // SAFETY: the tasks wrote every element (each matrix's rows or columns, all blocks).
+        // SAFETY: the blocks cover every element of every matrix.
         unsafe { out.set_len(len) };
         out
     }
 
-    /// `C[rows, :] = op(A)[rows, :] · op(B)` for `by_rows`, else `C[:, cols] = op(A) · op(B)[:, cols]`.
+    /// The product as bf16 bit patterns: each block computed in f32 into a scratch buffer and
+    /// narrowed (round to nearest even, as `half`) into the output.
+    fn run_bf16(&self, gemm: Gemm<u16>, a: &[u16], b: &[u16]) -> Vec<bf16> {
+        let len = self.batch * self.m * self.n;
+        let mut out = Vec::<bf16>::with_capacity(len);
+        let c = out.as_mut_ptr() as usize;
+        self.for_each_block(Some(BF16_BLOCK), |matrix, rows, cols| {
+            let width = cols.len();
+            let mut scratch = Vec::<f32>::with_capacity(rows.len() * width);
+            // SAFETY: the scratch holds the block, `width` apart; every element is written.
+            unsafe {
+                self.block(
+                    gemm,
+                    a,
+                    b,
+                    matrix,
+                    rows.clone(),
+                    cols.clone(),
+                    scratch.as_mut_ptr(),
+                    width,
+                );
+                scratch.set_len(rows.len() * width);
+            }
+            for (row, values) in rows.zip(scratch.chunks_exact(width)) {
+                let at = matrix * self.m * self.n + row * self.n + cols.start;
+                // SAFETY: each block is its own rows and columns of its own matrix of `out`.
+                let out =
+                    unsafe { std::slice::from_raw_parts_mut((c as *mut bf16).add(at), width) };
+                for (o, &x) in out.iter_mut().zip(values) {
+                    *o = bf16::from_f32(x);
+                }
+            }
+        });
+        // SAFETY: the blocks cover every element of every matrix.
+        unsafe { out.set_len(len) };
+        out
+    }
+
+    /// Calls `each(matrix, rows, cols)` for blocks that cover every matrix, in parallel on
+    /// rayon's pool: a product split over the threads by rows (or by columns when it is wider
+    /// than tall), or a batch of small products one matrix a task; blocks of at most `elements`
+    /// where that is given.
+    fn for_each_block(
+        &self,
+        elements: Option<usize>,
+        each: impl Fn(usize, Range<usize>, Range<usize>) + Sync,
+    ) {
+        let Self { batch, m, n, k, .. } = *self;
+        let threads = rayon::current_num_threads();
+        let by_rows = m >= n;
+        let (long, short) = if by_rows { (m, n) } else { (n, m) };
+        let mut parts = if batch * m * n * k < PARALLEL_WORK || batch >= threads {
+            1
+        } else {
+            threads.div_ceil(batch).min(long.div_ceil(MIN_SPLIT))
+        };
+        if let Some(elements) = elements {
+            parts = parts.max(
+                (long * short)
+                    .div_ceil(elements)
+                    .min(long.div_ceil(MIN_SPLIT / 4)),
+            );
+        }
+        let span = long.div_ceil(parts.max(1));
+        (0..batch * long.div_ceil(span))
+            .into_par_iter()
+            .for_each(|task| {
+                let (matrix, part) = (task / long.div_ceil(span), task % long.div_ceil(span));
+                let split = part * span..((part + 1) * span).min(long);
+                match by_rows {
+                    true => each(matrix, split, 0..n),
+                    false => each(matrix, 0..m, split),
+                }
+            });
+    }
+
+    /// `C[rows, cols] = op(A)[rows, :] · op(B)[:, cols]` of one matrix of the batch, written at
+    /// `c`, rows `ldc` apart.
+    ///
+    /// # Safety
+    /// `a` and `b` hold the operands as `self` describes them; `c` has room for the block.
+    #[allow(clippy::too_many_arguments)]
     unsafe fn block<T>(
         &self,
         gemm: Gemm<T>,
-        [a, b, c]: [usize; 3],
+        a: &[T],
+        b: &[T],
         matrix: usize,
-        by_rows: bool,
-        span: std::ops::Range<usize>,
+        rows: Range<usize>,
+        cols: Range<usize>,
+        c: *mut f32,
+        ldc: usize,
     ) {
         let Self {
-            m,
-            n,
-            k,
-            a: oa,
-            b: ob,
-            ..
+            k, a: oa, b: ob, ..
         } = *self;
-        let size = std::mem::size_of::<T>();
-        let mut a = a + (oa.offset + matrix * oa.batch_stride) * size;
-        let mut b = b + (ob.offset + matrix * ob.batch_stride) * size;
-        let mut c = c + matrix * m * n * std::mem::size_of::<f32>();
-        let (rows, cols) = if by_rows {
-            // Row r of op(A) starts at row r of A, or at column r of a transposed A.
-            a += span.start * if oa.trans { 1 } else { oa.ld } * size;
-            c += span.start * n * std::mem::size_of::<f32>();
-            (span.len(), n)
-        } else {
-            b += span.start * if ob.trans { ob.ld } else { 1 } * size;
-            c += span.start * std::mem::size_of::<f32>();
-            (m, span.len())
-        };
+        // Row r of op(A) starts at row r of A, or at column r of a transposed A; column j of
+        // op(B) at column j of B, or at row j of a transposed B.
+        let a_at =
+            oa.offset + matrix * oa.batch_stride + rows.start * if oa.trans { 1 } else { oa.ld };
+        let b_at =
+            ob.offset + matrix * ob.batch_stride + cols.start * if ob.trans { ob.ld } else { 1 };
         let flag = |trans| if trans { TRANS } else { NO_TRANS };
         let int = |x: usize| c_int::try_from(x).expect("a BLAS dimension fits a C int");
         // SAFETY: the caller's; the dimensions and leading dimensions describe the operands.
@@ -397,17 +546,17 @@ impl Product {
                 ROW_MAJOR,
                 flag(oa.trans),
                 flag(ob.trans),
-                int(rows),
-                int(cols),
+                int(rows.len()),
+                int(cols.len()),
                 int(k),
                 1.0,
-                a as *const T,
+                a.as_ptr().add(a_at),
                 int(oa.ld),
-                b as *const T,
+                b.as_ptr().add(b_at),
                 int(ob.ld),
                 0.0,
-                c as *mut f32,
-                int(n),
+                c,
+                int(ldc),
             )
         }
     }

@@ -179,21 +179,22 @@ fn cpu_blas_bf16_products_are_f32_products_of_the_rounded_operands() {
         return;
     }
     let bf16 = |t| Flex::float_cast(t, DType::BF16.into());
-    let (lhs, rhs) = (
-        bf16(flex_tensor(&[2, 70, 96], 0.37)),
-        bf16(flex_tensor(&[2, 50, 96], 0.91)),
-    );
-    let got = super::blas::product(lhs.clone(), rhs.clone(), false, true)
-        .unwrap_or_else(|_| panic!("refused"));
-    assert_eq!(got.dtype(), DType::BF16);
     let f32 = |t| Flex::float_cast(t, DType::F32.into());
-    let expected = burn_matmul::<Flex>(f32(lhs), f32(rhs), false, true);
-    // Accumulated in f32 from exact bf16 inputs; the only rounding that matters is the output's
-    // to bf16 (8 bits of mantissa).
-    f32(got).into_data().assert_approx_eq::<f32>(
-        &expected.into_data(),
-        burn::tensor::Tolerance::rel_abs(8e-3, 1e-2),
-    );
+    // A batch of small products; products narrowed block by block, by rows and by columns.
+    for (batch, m, n, k) in [(2, 70, 50, 96), (1, 1200, 300, 64), (1, 300, 1000, 96)] {
+        let lhs = bf16(flex_tensor(&[batch, m, k], 0.37));
+        let rhs = bf16(flex_tensor(&[batch, n, k], 0.91));
+        let got = super::blas::product(lhs.clone(), rhs.clone(), false, true)
+            .unwrap_or_else(|_| panic!("refused"));
+        assert_eq!(got.dtype(), DType::BF16);
+        let expected = burn_matmul::<Flex>(f32(lhs), f32(rhs), false, true);
+        // Accumulated in f32 from exact bf16 inputs; the only rounding that matters is the
+        // output's to bf16 (8 bits of mantissa).
+        f32(got).into_data().assert_approx_eq::<f32>(
+            &expected.into_data(),
+            burn::tensor::Tolerance::rel_abs(8e-3, 1e-2),
+        );
+    }
 }
 
 #[test]
@@ -226,4 +227,41 @@ fn routed_products_give_the_gradients_of_burns_matmul() {
     d_rhs
         .into_data()
         .assert_approx_eq::<f32>(&rhs.grad(&grads).unwrap().into_data(), tolerance);
+}
+
+#[test]
+fn bf16_operands_give_f32_products_of_the_rounded_operands() {
+    use burn::backend::Flex;
+    use burn::backend::ops::FloatTensorOps;
+    use burn::tensor::DType;
+    let Some(blas) = test_blas() else { return };
+    if !blas.computes(DType::BF16) {
+        eprintln!("skipped: {} has no bf16 product", blas.path());
+        return;
+    }
+    let rounded = |t| Flex::float_cast(Flex::float_cast(t, DType::BF16.into()), DType::F32.into());
+    // A dense lhs; a transposed view (a tied decoder) and a view inside a larger matrix as rhs.
+    let lhs = flex_tensor(&[300, 96], 0.37);
+    for rhs in [
+        operand(&[], 96, 700, 1, 0.91),
+        operand(&[], 96, 700, 2, 0.91),
+    ] {
+        let got = super::blas::with_bf16_operands(true, || {
+            super::blas::product(lhs.clone(), rhs.clone(), false, false)
+        })
+        .unwrap_or_else(|_| panic!("refused"));
+        assert_eq!(got.dtype(), DType::F32);
+        let expected = burn_matmul::<Flex>(rounded(lhs.clone()), rounded(rhs), false, false);
+        got.into_data().assert_approx_eq::<f32>(
+            &expected.into_data(),
+            burn::tensor::Tolerance::rel_abs(1e-5, 1e-4),
+        );
+    }
+    // Outside the scope the same product is f32's.
+    let exact = super::blas::product(lhs.clone(), flex_tensor(&[96, 70], 0.91), false, false);
+    let expected = burn_matmul::<Flex>(lhs, flex_tensor(&[96, 70], 0.91), false, false);
+    (exact.unwrap_or_else(|_| panic!("refused")).into_data()).assert_approx_eq::<f32>(
+        &expected.into_data(),
+        burn::tensor::Tolerance::rel_abs(1e-5, 1e-4),
+    );
 }

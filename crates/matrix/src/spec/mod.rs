@@ -105,7 +105,8 @@ pub struct EvalSpec {
     pub top_k: usize,
     /// The data set (or group) whose mean nDCG@10 and FLOPs the trade-off plot shows.
     pub tradeoff: String,
-    /// The arithmetic of encoding (`f32` or `bf16-mixed`), whatever the training used.
+    /// The arithmetic of encoding (`f32`, `bf16-mixed`, or `bf16` on a CPU through a BLAS),
+    /// whatever the training used.
     #[serde(default)]
     pub precision: Precision,
     /// Means over every judged query, those that retrieve nothing counting 0 (trec_eval `-c`,
