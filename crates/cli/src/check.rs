@@ -259,7 +259,7 @@ fn attention_items(device: &Device, precision: Precision) -> Vec<Item> {
         return Vec::new();
     };
     let bound = match precision {
-        // bf16 narrows only inside CPU BLAS products; attention stays f32.
+        // bf16 runs on flex alone, where no fused kernel runs; its products narrow in the BLAS.
         Precision::F32 | Precision::Bf16 => 1e-4,
         Precision::Bf16Mixed => 3e-2,
     };

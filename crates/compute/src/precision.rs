@@ -21,9 +21,9 @@ use crate::norm::{add_rows, row_vector};
 
 /// A model's arithmetic: `f32`, `bf16-mixed` (bf16 matrix products and activations with f32
 /// master weights, optimizer state, statistics, softmax and loss), or `bf16` (encoding on a CPU
-/// with bf16 units: each linear map's and the head's operands rounded to bf16 inside a CPU BLAS
-/// product that accumulates and returns f32, everything else f32: flex's element-wise bf16
-/// arithmetic widens every element, which took more time than the products saved).
+/// with bf16 units: every product's operands, in linear maps, attention and the head, rounded to
+/// bf16 inside a CPU BLAS product that accumulates and returns f32, everything else f32: flex's
+/// element-wise bf16 arithmetic widens every element, which took more time than AMX saved).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Precision {
