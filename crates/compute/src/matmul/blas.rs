@@ -405,8 +405,7 @@ const PARALLEL_WORK: usize = 192 * 192 * 192;
 const MIN_SPLIT: usize = 64;
 
 /// The f32 elements of a bf16 product's block, computed then narrowed while in the core's cache
-/// (half its 2 MiB L2): narrowing the whole f32 result after the product took as long as the
-/// product itself on AMX.
+/// (half a 2 MiB L2), rather than written to memory whole and read back to be narrowed.
 const BF16_BLOCK: usize = 1 << 18;
 
 impl Product {
