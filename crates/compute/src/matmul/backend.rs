@@ -13,6 +13,8 @@ use burn::backend::fusion::custom::TensorSpec;
 use burn::backend::tensor::FloatTensor;
 use burn::backend::{Autodiff, Backend, Flex, backend_extension};
 
+use super::fallback::burn_matmul;
+
 /// `op(lhs) · op(rhs)`'s shape for fusion: the leading dimensions of `lhs`, then `[m, n]`.
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
 pub(super) fn product_spec(
@@ -75,17 +77,6 @@ impl RoutedMatmul for burn_cubecl::CubeBackend {
         // WGPU, or a dtype cuBLASLt is not asked for here.
         burn_matmul::<Self>(lhs, rhs, trans_lhs, trans_rhs)
     }
-}
-
-/// `op(lhs) · op(rhs)` by burn's own matmul, on transposed views.
-pub(super) fn burn_matmul<B: Backend>(
-    lhs: FloatTensor<B>,
-    rhs: FloatTensor<B>,
-    trans_lhs: bool,
-    trans_rhs: bool,
-) -> FloatTensor<B> {
-    let op = |t, trans| if trans { B::float_transpose(t) } else { t };
-    B::float_matmul(op(lhs, trans_lhs), op(rhs, trans_rhs))
 }
 
 /// Which tensor a factor of a gradient product is.

@@ -1,8 +1,9 @@
 //! The one entry point of every product a model computes ([`matmul`]), and the choice it makes
 //! per product: burn's matmul (cubecl's kernels on a GPU, gemm on flex), cuBLASLt on CUDA
 //! devices (`cublas/`) or a CPU BLAS on flex (`blas.rs`), as `LSR_MATMUL` says (`mode.rs`). The
-//! routed products share one backend extension with its backward (`backend.rs`) and one
-//! description of operand layouts (`layout.rs`); `totals.rs` keeps what the cuBLASLt route did.
+//! routed products share one backend extension with its backward (`backend.rs`), burn's matmul
+//! for what they do not take (`fallback.rs`) and one description of operand layouts
+//! (`layout.rs`); `totals.rs` keeps what the cuBLASLt route did.
 
 use burn::backend::Dispatch;
 use burn::prelude::*;
@@ -13,6 +14,7 @@ mod backend;
 pub mod blas;
 #[cfg(feature = "cuda")]
 pub mod cublas;
+mod fallback;
 mod layout;
 mod mode;
 #[cfg(test)]

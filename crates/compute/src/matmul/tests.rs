@@ -4,6 +4,7 @@
 use burn::prelude::*;
 
 use super::backend::*;
+use super::fallback::burn_matmul;
 use super::layout::*;
 
 #[test]

@@ -7,7 +7,7 @@ use burn_cubecl::CubeBackend;
 use burn_cubecl::kernel::{into_contiguous, untile};
 use burn_cubecl::tensor::CubeTensor;
 
-use super::super::backend::burn_matmul;
+use super::super::fallback::burn_matmul;
 use super::super::layout::{batch_stride, operand_layout};
 use super::gemm::{Gemm, GemmDtype, Operand};
 use super::plans::LtError;
