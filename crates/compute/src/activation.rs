@@ -51,11 +51,30 @@ pub trait ExactGelu: Backend {
     }
 }
 
-/// flex's GELU kernels are the erf GELU and its exact derivative already.
+/// flex's GELU kernels are the erf GELU and its exact derivative already; here they run split
+/// over rayon's threads (`crate::cpu`), where flex runs them on the calling thread.
 impl ExactGelu for Flex {
-    fn exact_gelu_backward(x: FloatTensor<Self>, grad: FloatTensor<Self>) -> FloatTensor<Self> {
-        Self::gelu_backward(x, grad)
+    fn exact_gelu(x: FloatTensor<Self>) -> FloatTensor<Self> {
+        crate::cpu::map(x, flex_gelu).unwrap_or_else(Self::gelu)
     }
+
+    fn exact_gelu_backward(x: FloatTensor<Self>, grad: FloatTensor<Self>) -> FloatTensor<Self> {
+        crate::cpu::zip(x, grad, flex_gelu_slope)
+            .unwrap_or_else(|(x, grad)| Self::gelu_backward(x, grad))
+    }
+}
+
+/// burn-flex 0.22.1's f32 GELU, written as its `gelu` writes it, so that the values are its own.
+fn flex_gelu(x: f32) -> f32 {
+    0.5 * x * (1.0 + libm::erff(x / std::f32::consts::SQRT_2))
+}
+
+/// `grad · gelu'(x)` as burn-flex 0.22.1's `gelu_backward` writes it.
+fn flex_gelu_slope(x: f32, grad: f32) -> f32 {
+    let inv_sqrt_2pi: f32 = 1.0 / (2.0 * std::f32::consts::PI).sqrt();
+    let cdf = 0.5 * (1.0 + libm::erff(x / std::f32::consts::SQRT_2));
+    let pdf = inv_sqrt_2pi * (-0.5 * x * x).exp();
+    grad * (cdf + x * pdf)
 }
 
 #[cfg(any(feature = "wgpu", feature = "cuda"))]

@@ -18,7 +18,7 @@ use burn::module::Param;
 use burn::prelude::*;
 use burn::tensor::DType;
 
-use ops::RowOps;
+pub(crate) use ops::RowOps;
 
 /// LayerNorm over the last dimension, `(x − mean) / √(var + eps) · gamma + beta`, in f32, with
 /// burn's parameter names (`gamma`, `beta`), so that records written with burn's own LayerNorm

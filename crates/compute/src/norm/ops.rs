@@ -13,6 +13,7 @@ use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
 use burn::backend::autodiff::grads::Gradients;
 use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
+use burn::backend::ops::FloatTensorOps;
 use burn::backend::tensor::FloatTensor;
 use burn::backend::{Autodiff, Backend, Flex, TensorMetadata, backend_extension};
 
@@ -32,8 +33,7 @@ pub trait RowOps: Backend {
         beta: FloatTensor<Self>,
         epsilon: f64,
     ) -> FloatTensor<Self> {
-        let (normalized, _) = standardize::<Self>(x, epsilon);
-        affine::<Self>(normalized, gamma, Some(beta))
+        composed_norm::<Self>(x, gamma, Some(beta), epsilon)
     }
 
     /// [`Self::row_layer_norm`] without a shift (ModernBERT's norms).
@@ -43,8 +43,7 @@ pub trait RowOps: Backend {
         gamma: FloatTensor<Self>,
         epsilon: f64,
     ) -> FloatTensor<Self> {
-        let (normalized, _) = standardize::<Self>(x, epsilon);
-        affine::<Self>(normalized, gamma, None)
+        composed_norm::<Self>(x, gamma, None, epsilon)
     }
 
     /// `x + row`, the `[1, width]` `row` added to every row; `v` is the same vector `[width]`,
@@ -60,7 +59,38 @@ pub trait RowOps: Backend {
     }
 }
 
-impl RowOps for Flex {}
+/// flex runs the norms and the row add split over rayon's threads (`crate::cpu`), its own
+/// operations on the calling thread; the values are the same.
+impl RowOps for Flex {
+    fn row_layer_norm(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        beta: FloatTensor<Self>,
+        epsilon: f64,
+    ) -> FloatTensor<Self> {
+        crate::cpu::layer_norm(x, &gamma, Some(&beta), epsilon)
+            .unwrap_or_else(|x| composed_norm::<Self>(x, gamma, Some(beta), epsilon))
+    }
+
+    fn row_scaled_norm(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        epsilon: f64,
+    ) -> FloatTensor<Self> {
+        crate::cpu::layer_norm(x, &gamma, None, epsilon)
+            .unwrap_or_else(|x| composed_norm::<Self>(x, gamma, None, epsilon))
+    }
+
+    fn row_add(
+        x: FloatTensor<Self>,
+        v: FloatTensor<Self>,
+        row: FloatTensor<Self>,
+    ) -> FloatTensor<Self> {
+        drop(v);
+        crate::cpu::add_row(x, row)
+            .unwrap_or_else(|(x, row)| <Self as FloatTensorOps<Self>>::float_add(x, row))
+    }
+}
 
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
 impl RowOps for burn_cubecl::CubeBackend {}
@@ -69,6 +99,17 @@ impl RowOps for burn_cubecl::CubeBackend {}
 fn as_row<B: Backend>(v: FloatTensor<B>) -> FloatTensor<B> {
     let width = v.shape()[0];
     B::float_reshape(v, [1, width].into())
+}
+
+/// The norm as burn's `layer_norm` composes it, shifted by `beta` where there is one.
+fn composed_norm<B: Backend>(
+    x: FloatTensor<B>,
+    gamma: FloatTensor<B>,
+    beta: Option<FloatTensor<B>>,
+    epsilon: f64,
+) -> FloatTensor<B> {
+    let (normalized, _) = standardize::<B>(x, epsilon);
+    affine::<B>(normalized, gamma, beta)
 }
 
 /// `((x − mean) / std, std)` per row, `std = √(var + epsilon)` `[rows, 1]`: the operations of

@@ -1,0 +1,179 @@
+//! flex's element-wise and row operations that every encoder layer runs, split over rayon's
+//! threads: the exact GELU and its gradient, LayerNorm, the bias add.
+//!
+//! Why: burn-flex 0.22.1 runs its unary, binary and scalar operations on the calling thread, so
+//! while a layer's GELU, norms and bias adds ran the other core sat idle, about a quarter of an
+//! encoding batch on two cores (docs/perf-cpu.md). Each kernel here computes what flex's own
+//! operations compute, operation for operation in f32 (the sums by flex's own row sum), so its
+//! results are flex's bit for bit, which the tests check; a tensor that is not f32 and
+//! contiguous is handed back for flex to compute.
+
+use burn::tensor::{Bytes, DType};
+use burn_flex::simd::kernels::sum_rows_f32;
+use burn_flex::{FlexTensor, Layout};
+use rayon::prelude::*;
+
+/// Elements per task: enough that rayon's bookkeeping is noise, few enough that a layer's
+/// smallest tensors still give every thread work.
+const CHUNK: usize = 1 << 15;
+
+/// `f` of each element of `x`, in place where `x` owns its storage; `Err(x)` where `x` is not
+/// contiguous f32.
+pub fn map(mut x: FlexTensor, f: impl Fn(f32) -> f32 + Sync) -> Result<FlexTensor, FlexTensor> {
+    let Some((start, end)) = f32_span(&x) else {
+        return Err(x);
+    };
+    if start == 0 && x.is_unique() {
+        let values = &mut x.storage_mut::<f32>()[..end];
+        values
+            .par_chunks_mut(CHUNK)
+            .for_each(|chunk| chunk.iter_mut().for_each(|v| *v = f(*v)));
+        return Ok(x);
+    }
+    let mut out = Vec::with_capacity(end - start);
+    x.storage::<f32>()[start..end]
+        .par_iter()
+        .with_min_len(CHUNK)
+        .map(|&v| f(v))
+        .collect_into_vec(&mut out);
+    Ok(contiguous(out, &x))
+}
+
+/// `f(a, b)` of each pair of elements of two tensors of one shape; `Err((a, b))` where either
+/// is not contiguous f32 or the shapes differ.
+pub fn zip(
+    a: FlexTensor,
+    b: FlexTensor,
+    f: impl Fn(f32, f32) -> f32 + Sync,
+) -> Result<FlexTensor, (FlexTensor, FlexTensor)> {
+    let (Some((a_start, a_end)), Some((b_start, b_end))) = (f32_span(&a), f32_span(&b)) else {
+        return Err((a, b));
+    };
+    if a.layout().shape() != b.layout().shape() {
+        return Err((a, b));
+    }
+    let mut out = Vec::with_capacity(a_end - a_start);
+    let (xs, ys) = (
+        &a.storage::<f32>()[a_start..a_end],
+        &b.storage::<f32>()[b_start..b_end],
+    );
+    xs.par_iter()
+        .zip(ys)
+        .with_min_len(CHUNK)
+        .map(|(&x, &y)| f(x, y))
+        .collect_into_vec(&mut out);
+    Ok(contiguous(out, &a))
+}
+
+/// `x + row`, the `[width]` (or `[1, width]`) `row` added to each row of `[rows, width]` `x`, as
+/// flex's broadcast add computes it; in place where `x` owns its storage.
+pub fn add_row(x: FlexTensor, row: FlexTensor) -> Result<FlexTensor, (FlexTensor, FlexTensor)> {
+    let width = row.layout().num_elements();
+    let (Some([_, x_width]), Some(_)) = (rows_of(&x), f32_span(&row)) else {
+        return Err((x, row));
+    };
+    if x_width != width {
+        return Err((x, row));
+    }
+    let mut x = owned(x);
+    let row = values(&row);
+    x.storage_mut::<f32>()
+        .par_chunks_mut(rows_per_task(width) * width)
+        .for_each(|chunk| {
+            for values in chunk.chunks_exact_mut(width) {
+                values.iter_mut().zip(row).for_each(|(v, b)| *v = *v + b);
+            }
+        });
+    Ok(x)
+}
+
+/// LayerNorm of each row of `[rows, width]` `x`: `(x − mean) / √(var + epsilon) · gamma (+
+/// beta)`, the operations of `norm::ops::standardize` and `affine` in their order, the two
+/// means as flex's `mean_dim` takes them (its row sum, then a division).
+pub fn layer_norm(
+    x: FlexTensor,
+    gamma: &FlexTensor,
+    beta: Option<&FlexTensor>,
+    epsilon: f64,
+) -> Result<FlexTensor, FlexTensor> {
+    let Some([_, width]) = rows_of(&x) else {
+        return Err(x);
+    };
+    let vector_fits = |v: &FlexTensor| f32_span(v).is_some() && v.layout().num_elements() == width;
+    if width == 0 || !vector_fits(gamma) || !beta.is_none_or(vector_fits) {
+        return Err(x);
+    }
+    let (gamma, beta) = (values(gamma), beta.map(values));
+    let (n, epsilon) = (width as f32, epsilon as f32);
+    let mut x = owned(x);
+    x.storage_mut::<f32>()
+        .par_chunks_mut(rows_per_task(width) * width)
+        .for_each(|chunk| {
+            let mut squares = vec![0.0f32; width];
+            for row in chunk.chunks_exact_mut(width) {
+                let mean = row_sum(row) / n;
+                for (v, square) in row.iter_mut().zip(&mut squares) {
+                    *v = *v - mean;
+                    *square = *v * *v;
+                }
+                let std = (row_sum(&squares) / n + epsilon).sqrt();
+                for (v, g) in row.iter_mut().zip(gamma) {
+                    *v = *v / std * g;
+                }
+                if let Some(beta) = beta {
+                    row.iter_mut().zip(beta).for_each(|(v, b)| *v = *v + b);
+                }
+            }
+        });
+    Ok(x)
+}
+
+/// The span of storage `x`'s elements occupy, where `x` is contiguous f32.
+fn f32_span(x: &FlexTensor) -> Option<(usize, usize)> {
+    (x.dtype() == DType::F32)
+        .then(|| x.layout().contiguous_offsets())
+        .flatten()
+}
+
+/// `[rows, width]` of a contiguous f32 matrix.
+fn rows_of(x: &FlexTensor) -> Option<[usize; 2]> {
+    let dims = x.layout().shape().to_vec();
+    match (f32_span(x), dims.as_slice()) {
+        (Some(_), &[rows, width]) => Some([rows, width]),
+        _ => None,
+    }
+}
+
+/// A contiguous f32 `x` that owns exactly its elements: itself, or a copy of them.
+fn owned(x: FlexTensor) -> FlexTensor {
+    match f32_span(&x) {
+        Some((0, end)) if x.is_unique() && end == x.storage::<f32>().len() => x,
+        _ => contiguous(values(&x).to_vec(), &x),
+    }
+}
+
+/// A contiguous f32 tensor's elements.
+fn values(x: &FlexTensor) -> &[f32] {
+    let (start, end) = f32_span(x).expect("a contiguous f32 tensor");
+    &x.storage::<f32>()[start..end]
+}
+
+/// `values` as a contiguous tensor of `like`'s shape.
+fn contiguous(values: Vec<f32>, like: &FlexTensor) -> FlexTensor {
+    let layout = Layout::contiguous(like.layout().shape().clone());
+    FlexTensor::new(Bytes::from_elems(values), layout, DType::F32)
+}
+
+fn rows_per_task(width: usize) -> usize {
+    (CHUNK / width.max(1)).max(1)
+}
+
+/// A row's sum as flex's `sum_dim` over the last axis takes it.
+fn row_sum(row: &[f32]) -> f32 {
+    let mut sum = [0.0f32];
+    sum_rows_f32(row, &mut sum, 1, row.len());
+    sum[0]
+}
+
+#[cfg(test)]
+mod tests;

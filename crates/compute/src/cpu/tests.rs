@@ -1,0 +1,107 @@
+//! The parallel kernels against flex's own operations, bit for bit, on shapes that split into
+//! several tasks and on inputs another tensor shares; and the tensors they hand back to flex.
+
+use burn::backend::Flex;
+use burn::backend::ops::{ActivationOps, FloatTensorOps};
+use burn::prelude::*;
+use burn_flex::FlexTensor;
+
+use crate::activation::ExactGelu;
+use crate::norm::RowOps;
+
+/// `[rows, width]` values from −6 to 6 and beyond, every erf regime, no two rows alike.
+fn matrix(rows: usize, width: usize, seed: f32) -> FlexTensor {
+    let values = (0..rows * width)
+        .map(|i| 7.0 * ((i as f32 * 0.618 + seed).sin()) * (1.0 + (i % 13) as f32 * 0.01))
+        .collect::<Vec<f32>>();
+    FlexTensor::from_data(TensorData::new(values, [rows, width]))
+}
+
+fn bits(x: FlexTensor) -> Vec<u32> {
+    let values: Vec<f32> = x.into_data().convert::<f32>().try_into_vec().unwrap();
+    values.into_iter().map(f32::to_bits).collect()
+}
+
+/// One task and several (100 · 768 elements are three tasks), widths that are not a multiple of
+/// a vector.
+const SHAPES: [(usize, usize); 4] = [(1, 1), (3, 7), (100, 768), (45, 1001)];
+
+#[test]
+fn gelu_and_its_gradient_are_flexs_bit_for_bit() {
+    for (rows, width) in SHAPES {
+        let (x, grad) = (matrix(rows, width, 0.3), matrix(rows, width, 1.7));
+        let shared = x.clone();
+        assert_eq!(
+            bits(<Flex as ExactGelu>::exact_gelu(x.clone())),
+            bits(Flex::gelu(x.clone())),
+            "gelu, [{rows}, {width}], shared input"
+        );
+        drop(shared);
+        assert_eq!(
+            bits(<Flex as ExactGelu>::exact_gelu(matrix(rows, width, 0.3))),
+            bits(Flex::gelu(x.clone())),
+            "gelu, [{rows}, {width}], computed in place"
+        );
+        assert_eq!(
+            bits(<Flex as ExactGelu>::exact_gelu_backward(
+                x.clone(),
+                grad.clone()
+            )),
+            bits(Flex::gelu_backward(x, grad)),
+            "gelu's gradient, [{rows}, {width}]"
+        );
+    }
+}
+
+#[test]
+fn the_norms_and_the_row_add_are_flexs_bit_for_bit() {
+    for (rows, width) in SHAPES {
+        let x = matrix(rows, width, 0.9);
+        let gamma = matrix(1, width, 2.1).reshape([width].into());
+        let beta = matrix(1, width, 4.4).reshape([width].into());
+        let row = |v: &FlexTensor| v.reshape([1, width].into());
+        let epsilon = 1e-12;
+        let mean = |t: FlexTensor| Flex::float_mean_dim(t, 1);
+        let centered = Flex::float_sub(x.clone(), mean(x.clone()));
+        let var = mean(Flex::float_mul(centered.clone(), centered.clone()));
+        let std = Flex::float_sqrt(Flex::float_add_scalar(var, epsilon.into()));
+        let scaled = Flex::float_mul(Flex::float_div(centered, std), row(&gamma));
+        let shifted = Flex::float_add(scaled.clone(), row(&beta));
+        assert_eq!(
+            bits(Flex::row_layer_norm(
+                x.clone(),
+                gamma.clone(),
+                beta.clone(),
+                epsilon
+            )),
+            bits(shifted),
+            "layer norm, [{rows}, {width}]"
+        );
+        assert_eq!(
+            bits(Flex::row_scaled_norm(x.clone(), gamma.clone(), epsilon)),
+            bits(scaled),
+            "norm without shift, [{rows}, {width}]"
+        );
+        assert_eq!(
+            bits(Flex::row_add(x.clone(), beta.clone(), row(&beta))),
+            bits(Flex::float_add(x, row(&beta))),
+            "row add, [{rows}, {width}]"
+        );
+    }
+}
+
+#[test]
+fn tensors_that_are_not_contiguous_f32_go_back_to_flex() {
+    let x = matrix(5, 3, 0.1).transpose(0, 1);
+    let gamma = matrix(1, 5, 0.2).reshape([5].into());
+    assert!(crate::cpu::map(x.clone(), |v| v).is_err());
+    assert!(crate::cpu::layer_norm(x.clone(), &gamma, None, 1e-5).is_err());
+    assert!(crate::cpu::add_row(x.clone(), gamma.clone()).is_err());
+    let wrong_width = matrix(1, 4, 0.2).reshape([4].into());
+    let rows = matrix(3, 5, 0.1);
+    assert!(crate::cpu::add_row(rows.clone(), wrong_width).is_err());
+    assert!(crate::cpu::zip(rows, x.clone(), |a, _| a).is_err());
+    // And flex computes them: the transposed norm through the extension is flex's.
+    let expected = Flex::row_scaled_norm(x.to_contiguous(), gamma.clone(), 1e-5);
+    assert_eq!(bits(Flex::row_scaled_norm(x, gamma, 1e-5)), bits(expected));
+}
