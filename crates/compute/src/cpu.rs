@@ -1,5 +1,6 @@
 //! flex's element-wise and row operations that every encoder layer runs, split over rayon's
-//! threads: the exact GELU and its gradient, LayerNorm, the bias add.
+//! threads: the exact GELU and its gradient, LayerNorm, the bias and residual adds, and the max
+//! over a text's tokens that SPLADE's pooling takes.
 //!
 //! Why: burn-flex 0.22.1 runs its unary, binary and scalar operations on the calling thread, so
 //! while a layer's GELU, norms and bias adds ran the other core sat idle, about a quarter of an
@@ -16,6 +17,9 @@ use rayon::prelude::*;
 /// Elements per task: enough that rayon's bookkeeping is noise, few enough that a layer's
 /// smallest tensors still give every thread work.
 const CHUNK: usize = 1 << 15;
+
+/// Columns per task of [`group_max`]: a block's running maxima (4 KiB) stay in L1.
+const COLUMNS: usize = 1024;
 
 /// `f` of each element of `x`, in place where `x` owns its storage; `Err(x)` where `x` is not
 /// contiguous f32.
@@ -126,6 +130,53 @@ pub fn layer_norm(
             }
         });
     Ok(x)
+}
+
+/// The max over each of `groups` consecutive blocks of rows of `[rows, width]` `x` plus each
+/// row's offset (`[rows, 1]`), as flex's broadcast add and `max_dim` take it: a block's first
+/// row, replaced by each later one that is greater, a NaN skipped. `[groups, width]`.
+pub fn group_max(
+    x: FlexTensor,
+    offsets: FlexTensor,
+    groups: usize,
+) -> Result<FlexTensor, (FlexTensor, FlexTensor)> {
+    let (Some([rows, width]), Some(_)) = (rows_of(&x), f32_span(&offsets)) else {
+        return Err((x, offsets));
+    };
+    if rows == 0 || groups == 0 || rows % groups != 0 || offsets.layout().num_elements() != rows {
+        return Err((x, offsets));
+    }
+    let per_group = rows / groups;
+    let (xs, shifts) = (values(&x), values(&offsets));
+    let mut out = vec![0.0f32; groups * width];
+    out.par_chunks_mut(width)
+        .enumerate()
+        .for_each(|(group, maxima)| {
+            // Columns in blocks, so that both threads share a group's rows while each block's
+            // maxima stay in the cache across them.
+            maxima
+                .par_chunks_mut(COLUMNS)
+                .enumerate()
+                .for_each(|(block, maxima)| {
+                    let first = group * per_group;
+                    let column = block * COLUMNS;
+                    let len = maxima.len();
+                    let row = |r: usize| &xs[r * width + column..][..len];
+                    for (m, v) in maxima.iter_mut().zip(row(first)) {
+                        *m = v + shifts[first];
+                    }
+                    for r in first + 1..first + per_group {
+                        for (m, v) in maxima.iter_mut().zip(row(r)) {
+                            let v = v + shifts[r];
+                            if !v.is_nan() && (m.is_nan() || v > *m) {
+                                *m = v;
+                            }
+                        }
+                    }
+                });
+        });
+    let layout = Layout::contiguous([groups, width].into());
+    Ok(FlexTensor::new(Bytes::from_elems(out), layout, DType::F32))
 }
 
 /// The span of storage `x`'s elements occupy, where `x` is contiguous f32.

@@ -17,7 +17,7 @@ use burn::prelude::*;
 use burn::tensor::{DType, Gradients};
 
 use crate::matmul::matmul;
-use crate::norm::{add_rows, row_vector};
+use crate::norm::{add_rows, add_same, row_vector};
 
 /// A model's arithmetic: `f32`, `bf16-mixed` (bf16 matrix products and activations with f32
 /// master weights, optimizer state, statistics, softmax and loss), or `bf16` (encoding on a CPU
@@ -262,7 +262,7 @@ pub fn matmul_transposed(x: Tensor<2>, w: Tensor<2>, dtype: DType) -> Tensor<2> 
 
 /// `residual + update` in f32: the residual stream keeps full precision between layers.
 pub fn residual<const D: usize>(residual: Tensor<D>, update: Tensor<D>) -> Tensor<D> {
-    residual + update.cast(DType::F32)
+    add_same(residual, update.cast(DType::F32))
 }
 
 #[cfg(test)]

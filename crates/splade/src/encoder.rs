@@ -114,11 +114,7 @@ fn pad_offsets(mask: &Tensor<2, Int>) -> Tensor<2> {
 /// pitch and autotune found no kernel that ran (`docs/gpu/2026-12-04.md`). The widening and the
 /// offsets come before the reshape, which would end the product's fused block.
 fn max_over_tokens(rows: Tensor<2>, offsets: Tensor<2>, batch: usize) -> Tensor<2> {
-    let [tokens, width] = rows.dims();
-    (rows.cast(DType::F32) + offsets)
-        .reshape([batch, tokens / batch, width])
-        .max_dim(1)
-        .squeeze_dim::<2>(1)
+    lsr_compute::norm::group_max(rows.cast(DType::F32), offsets, batch)
 }
 
 /// `log(1 + relu(·))` in f32.

@@ -105,3 +105,64 @@ fn tensors_that_are_not_contiguous_f32_go_back_to_flex() {
     let expected = Flex::row_scaled_norm(x.to_contiguous(), gamma.clone(), 1e-5);
     assert_eq!(bits(Flex::row_scaled_norm(x, gamma, 1e-5)), bits(expected));
 }
+
+#[test]
+fn the_residual_add_and_the_group_max_are_flexs_bit_for_bit() {
+    for (groups, per_group, width) in [(1, 1, 1), (4, 37, 3000), (3, 5, 7)] {
+        let rows = groups * per_group;
+        let mut values = matrix(rows, width, 0.4)
+            .into_data()
+            .try_to_vec::<f32>()
+            .unwrap();
+        values[width.min(2)] = f32::NAN;
+        values[rows * width / 2] = f32::NAN;
+        let x = FlexTensor::from_data(TensorData::new(values, [rows, width]));
+        // Pads' offsets as SPLADE's pooling has them, a row of NaN's beside.
+        let shifts = (0..rows).map(|r| match r % 5 {
+            3 => -1e30,
+            4 if width == 1 => f32::NAN,
+            _ => 0.0,
+        });
+        let offsets = FlexTensor::from_data(TensorData::new(shifts.collect(), [rows, 1]));
+        let y = matrix(rows, width, 2.5);
+        assert_eq!(
+            bits(Flex::add_same_shape(x.clone(), y.clone())),
+            bits(Flex::float_add(x.clone(), y)),
+            "sum, [{rows}, {width}]"
+        );
+        let shifted = Flex::float_add(x.clone(), offsets.clone());
+        let grouped = shifted.reshape([groups, per_group, width].into());
+        let expected = Flex::float_max_dim(grouped, 1).reshape([groups, width].into());
+        assert_eq!(
+            bits(Flex::row_group_max(x, offsets, groups)),
+            bits(expected),
+            "group max, {groups} × [{per_group}, {width}]"
+        );
+    }
+    let (x, offsets) = (matrix(5, 3, 0.1), matrix(5, 1, 0.2));
+    assert!(
+        crate::cpu::group_max(x, offsets, 2).is_err(),
+        "5 rows in 2 groups"
+    );
+}
+
+/// Where a gradient flows, the group max is burn's own operations, and each maximum's gradient
+/// reaches its row.
+#[test]
+fn a_tracked_group_max_sends_each_gradient_to_its_maximum() {
+    let device = Device::flex().autodiff();
+    let x = Tensor::<2>::from_data(
+        [[1.0f32, 5.0], [3.0, 2.0], [0.0, 1.0], [4.0, -1.0]],
+        &device,
+    )
+    .require_grad();
+    let offsets = Tensor::<2>::from_data([[0.0f32], [0.0], [0.0], [-1e30]], &device);
+    let pooled = crate::norm::group_max(x.clone(), offsets, 2);
+    let values: Vec<f32> = pooled.clone().into_data().try_to_vec().unwrap();
+    assert_eq!(values, [3.0, 5.0, 0.0, 1.0]);
+    let grads = (pooled * Tensor::from_data([[1.0f32, 2.0], [3.0, 4.0]], &device))
+        .sum()
+        .backward();
+    let gradient: Vec<f32> = x.grad(&grads).unwrap().into_data().try_to_vec().unwrap();
+    assert_eq!(gradient, [0.0, 2.0, 1.0, 0.0, 3.0, 4.0, 0.0, 0.0]);
+}

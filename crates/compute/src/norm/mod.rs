@@ -1,6 +1,8 @@
 //! LayerNorm, and every parameter vector added to the rows of an activation (biases), as
 //! operations with a backward of their own (`ops.rs`): a forward that fusion merges with its
-//! neighbours, and parameter gradients that reduce in two short passes.
+//! neighbours, and parameter gradients that reduce in two short passes. With them the other
+//! operations over rows that flex runs through `crate::cpu`: the residual add, and the max over
+//! groups of rows (a text's tokens) that SPLADE's pooling takes.
 //!
 //! Why two passes: a vector broadcast over `[rows, width]` gets as gradient the column sums of
 //! a `[rows, width]` tensor, and one pass with one GPU thread per column walking every row took
@@ -77,6 +79,20 @@ pub fn add_rows<const D: usize>(x: Tensor<D>, v: RowVector) -> Tensor<D> {
     let (vector, row) = (vector.into_dispatch(), row.into_dispatch());
     let y = <Dispatch as RowOps>::row_add(rows.into_dispatch(), vector, row);
     Tensor::<2>::from_dispatch(y).reshape(dims)
+}
+
+/// `x + y`, two tensors of one shape (a residual stream and its update), in their dtype.
+pub fn add_same<const D: usize>(x: Tensor<D>, y: Tensor<D>) -> Tensor<D> {
+    let sum = <Dispatch as RowOps>::add_same_shape(x.into_dispatch(), y.into_dispatch());
+    Tensor::from_dispatch(sum)
+}
+
+/// The max over each of `groups` consecutive blocks of the `[rows, width]` rows of `x`, each row
+/// shifted by its `[rows, 1]` offset first: `[groups, width]`, NaN skipped as `max_dim` skips
+/// it. Where a gradient flows, it reaches each maximum's row as `max_dim`'s does.
+pub fn group_max(x: Tensor<2>, offsets: Tensor<2>, groups: usize) -> Tensor<2> {
+    let (x, offsets) = (x.into_dispatch(), offsets.into_dispatch());
+    Tensor::<2>::from_dispatch(<Dispatch as RowOps>::row_group_max(x, offsets, groups))
 }
 
 /// `x` as `[rows, width]`, and its shape.

@@ -9,6 +9,7 @@
 //! the two row means the formula needs, and each parameter's gradient, the column sum of a
 //! `[rows, width]` tensor, in the two short passes of [`super::column_sum`].
 
+use burn::backend::AutodiffBackend;
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
 use burn::backend::autodiff::grads::Gradients;
@@ -57,6 +58,23 @@ pub trait RowOps: Backend {
         drop(v);
         Self::float_add(x, row)
     }
+
+    /// `x + y`, two tensors of one shape (a residual stream and its update).
+    #[fusion(default)]
+    fn add_same_shape(x: FloatTensor<Self>, y: FloatTensor<Self>) -> FloatTensor<Self> {
+        Self::float_add(x, y)
+    }
+
+    /// The max over each of `groups` consecutive blocks of rows of `x + offsets` (`[rows, 1]`,
+    /// one per row): `[groups, width]`; a NaN is skipped, as burn's `max_dim` skips it.
+    #[fusion(default)]
+    fn row_group_max(
+        x: FloatTensor<Self>,
+        offsets: FloatTensor<Self>,
+        groups: usize,
+    ) -> FloatTensor<Self> {
+        composed_group_max::<Self>(x, offsets, groups)
+    }
 }
 
 /// flex runs the norms and the row add split over rayon's threads (`crate::cpu`), its own
@@ -90,6 +108,20 @@ impl RowOps for Flex {
         crate::cpu::add_row(x, row)
             .unwrap_or_else(|(x, row)| <Self as FloatTensorOps<Self>>::float_add(x, row))
     }
+
+    fn add_same_shape(x: FloatTensor<Self>, y: FloatTensor<Self>) -> FloatTensor<Self> {
+        crate::cpu::zip(x, y, |a, b| a + b)
+            .unwrap_or_else(|(x, y)| <Self as FloatTensorOps<Self>>::float_add(x, y))
+    }
+
+    fn row_group_max(
+        x: FloatTensor<Self>,
+        offsets: FloatTensor<Self>,
+        groups: usize,
+    ) -> FloatTensor<Self> {
+        crate::cpu::group_max(x, offsets, groups)
+            .unwrap_or_else(|(x, offsets)| composed_group_max::<Self>(x, offsets, groups))
+    }
 }
 
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
@@ -110,6 +142,19 @@ fn composed_norm<B: Backend>(
 ) -> FloatTensor<B> {
     let (normalized, _) = standardize::<B>(x, epsilon);
     affine::<B>(normalized, gamma, beta)
+}
+
+/// `x + offsets` in groups of rows `[groups, rows / groups, width]`, its max over the middle axis.
+fn composed_group_max<B: Backend>(
+    x: FloatTensor<B>,
+    offsets: FloatTensor<B>,
+    groups: usize,
+) -> FloatTensor<B> {
+    let shape = x.shape();
+    let (rows, width) = (shape[0], shape[1]);
+    let shifted = B::float_add(x, offsets);
+    let grouped = B::float_reshape(shifted, [groups, rows / groups, width].into());
+    B::float_reshape(B::float_max_dim(grouped, 1), [groups, width].into())
 }
 
 /// `((x − mean) / std, std)` per row, `std = √(var + epsilon)` `[rows, 1]`: the operations of
@@ -231,6 +276,25 @@ impl<B: Backend> Backward<B, 2> for RowAdd {
     }
 }
 
+/// The sum's backward: `dy` to both terms.
+#[derive(Debug)]
+struct SameShapeSum;
+
+impl<B: Backend> Backward<B, 2> for SameShapeSum {
+    type State = ();
+
+    fn backward(self, ops: Ops<(), 2>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let dy = grads.consume::<B>(&ops.node);
+        let [x, y] = ops.parents;
+        if let Some(y) = y {
+            grads.register::<B>(y.id, dy.clone());
+        }
+        if let Some(x) = x {
+            grads.register::<B>(x.id, dy);
+        }
+    }
+}
+
 impl<B: Backend + RowOps, C: CheckpointStrategy> RowOps for Autodiff<B, C> {
     fn row_layer_norm(
         x: FloatTensor<Self>,
@@ -275,5 +339,28 @@ impl<B: Backend + RowOps, C: CheckpointStrategy> RowOps for Autodiff<B, C> {
         let (x, v, row) = (x.into_primitive(), v.into_primitive(), row.into_primitive());
         let sum = B::row_add(x, v, row);
         RowAdd.prepare::<C>(nodes).compute_bound().stateless(sum)
+    }
+
+    fn add_same_shape(x: FloatTensor<Self>, y: FloatTensor<Self>) -> FloatTensor<Self> {
+        let nodes = [x.node(), y.node()];
+        let sum = B::add_same_shape(x.into_primitive(), y.into_primitive());
+        SameShapeSum
+            .prepare::<C>(nodes)
+            .compute_bound()
+            .stateless(sum)
+    }
+
+    /// Recorded as burn's own operations where a gradient flows (their backward routes it to
+    /// each max's row); the backend's where none does.
+    fn row_group_max(
+        x: FloatTensor<Self>,
+        offsets: FloatTensor<Self>,
+        groups: usize,
+    ) -> FloatTensor<Self> {
+        if x.is_tracked() || offsets.is_tracked() {
+            return composed_group_max::<Self>(x, offsets, groups);
+        }
+        let (x, offsets) = (Self::inner(x), Self::inner(offsets));
+        Self::from_inner(B::row_group_max(x, offsets, groups))
     }
 }
