@@ -1,6 +1,6 @@
 //! flex's element-wise and row operations that every encoder layer runs, split over rayon's
-//! threads: the exact GELU and its gradient, LayerNorm, the bias and residual adds, and the max
-//! over a text's tokens that SPLADE's pooling takes.
+//! threads: the exact GELU and its gradient, LayerNorm, the bias and residual adds, attention's
+//! scaled and masked scores, and the max over a text's tokens that SPLADE's pooling takes.
 //!
 //! Why: burn-flex 0.22.1 runs its unary, binary and scalar operations on the calling thread, so
 //! while a layer's GELU, norms and bias adds ran the other core sat idle, about a quarter of an
@@ -177,6 +177,46 @@ pub fn group_max(
         });
     let layout = Layout::contiguous([groups, width].into());
     Ok(FlexTensor::new(Bytes::from_elems(out), layout, DType::F32))
+}
+
+/// `[B, H, Lq, Lk]` attention scores divided by `divisor`, plus the `[B, 1, 1 or Lq, Lk]` mask
+/// `bias`, as flex's `div_scalar` and broadcast add compute them; in place where the scores own
+/// their storage.
+pub fn scaled_scores(
+    scores: FlexTensor,
+    bias: FlexTensor,
+    divisor: f64,
+) -> Result<FlexTensor, (FlexTensor, FlexTensor)> {
+    let dims = |t: &FlexTensor| <[usize; 4]>::try_from(t.layout().shape().to_vec()).ok();
+    let (Some([batch, heads, queries, keys]), Some([bias_batch, 1, bias_queries, bias_keys])) =
+        (dims(&scores), dims(&bias))
+    else {
+        return Err((scores, bias));
+    };
+    let fits = bias_batch == batch && bias_keys == keys && [1, queries].contains(&bias_queries);
+    if !fits || keys == 0 || f32_span(&scores).is_none() || f32_span(&bias).is_none() {
+        return Err((scores, bias));
+    }
+    let divisor = divisor as f32;
+    let mut scores = owned(scores);
+    let mask = values(&bias);
+    scores
+        .storage_mut::<f32>()
+        .par_chunks_mut(rows_per_task(keys) * keys)
+        .enumerate()
+        .for_each(|(task, chunk)| {
+            let first = task * rows_per_task(keys);
+            for (i, row) in chunk.chunks_exact_mut(keys).enumerate() {
+                let (r, query) = (first + i, (first + i) % queries);
+                let text = r / (heads * queries);
+                let mask_row = text * bias_queries + if bias_queries == 1 { 0 } else { query };
+                let mask = &mask[mask_row * keys..][..keys];
+                row.iter_mut()
+                    .zip(mask)
+                    .for_each(|(v, b)| *v = *v / divisor + b);
+            }
+        });
+    Ok(scores)
 }
 
 /// The span of storage `x`'s elements occupy, where `x` is contiguous f32.

@@ -4,7 +4,7 @@
 //! the cube backends and the composed computation (`composed.rs`) elsewhere, as `LSR_ATTENTION`
 //! allows (`mode.rs`); and the kernels checked against the host where they run (`verify.rs`).
 
-mod composed;
+pub(crate) mod composed;
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
 mod fused;
 mod mode;

@@ -114,8 +114,9 @@ fn the_residual_add_and_the_group_max_are_flexs_bit_for_bit() {
             .into_data()
             .try_to_vec::<f32>()
             .unwrap();
-        values[width.min(2)] = f32::NAN;
-        values[rows * width / 2] = f32::NAN;
+        let n = values.len();
+        values[2 % n] = f32::NAN;
+        values[n / 2] = f32::NAN;
         let x = FlexTensor::from_data(TensorData::new(values, [rows, width]));
         // Pads' offsets as SPLADE's pooling has them, a row of NaN's beside.
         let shifts = (0..rows).map(|r| match r % 5 {
@@ -165,4 +166,62 @@ fn a_tracked_group_max_sends_each_gradient_to_its_maximum() {
         .backward();
     let gradient: Vec<f32> = x.grad(&grads).unwrap().into_data().try_to_vec().unwrap();
     assert_eq!(gradient, [0.0, 2.0, 1.0, 0.0, 3.0, 4.0, 0.0, 0.0]);
+}
+
+#[test]
+fn scaled_and_masked_scores_are_flexs_bit_for_bit() {
+    use crate::attention::composed::ScoreOps;
+    let (batch, heads, len) = (3, 4, 45);
+    let scores = matrix(batch * heads * len, len, 0.8).reshape([batch, heads, len, len].into());
+    for queries in [1, len] {
+        let bias = matrix(batch * queries, len, 1.3).reshape([batch, 1, queries, len].into());
+        let expected = Flex::float_add(
+            Flex::float_div_scalar(scores.clone(), 8.0.into()),
+            bias.clone(),
+        );
+        assert_eq!(
+            bits(Flex::scaled_scores(scores.clone(), bias.clone(), 8.0)),
+            bits(expected),
+            "bias of {queries} queries"
+        );
+    }
+    let wrong = matrix(batch, len + 1, 0.1).reshape([batch, 1, 1, len + 1].into());
+    assert!(crate::cpu::scaled_scores(scores, wrong, 8.0).is_err());
+}
+
+/// On an autodiff device the scores' gradient is `div_scalar`'s, bit for bit.
+#[test]
+fn the_scaled_scores_gradient_is_div_scalars() {
+    let device = Device::flex().autodiff();
+    let tensor = |dims: [usize; 4], seed: f32| {
+        let n = dims.iter().product::<usize>();
+        let values = (0..n).map(|i| ((i as f32 + seed) * 0.37).sin());
+        Tensor::<4>::from_data(TensorData::new(values.collect(), dims), &device)
+    };
+    let q = tensor([2, 3, 5, 8], 0.1).require_grad();
+    let k = tensor([2, 3, 5, 8], 0.5).require_grad();
+    let v = tensor([2, 3, 5, 8], 0.9).require_grad();
+    let bias = tensor([2, 1, 1, 5], 1.1);
+    let weights = tensor([2, 3, 5, 8], 2.0);
+    let ours = crate::attention::composed::attention(
+        q.clone(),
+        k.clone(),
+        v.clone(),
+        bias.clone(),
+        crate::dropout::Dropout(0.0),
+    );
+    let product = crate::matmul::matmul;
+    let scores = product(q.clone(), k.clone().swap_dims(2, 3)).div_scalar(8f64.sqrt()) + bias;
+    let theirs = product(burn::tensor::activation::softmax(scores, 3), v.clone());
+    let as_bits = |t: Tensor<4>| -> Vec<u32> {
+        let values: Vec<f32> = t.into_data().try_to_vec().unwrap();
+        values.into_iter().map(f32::to_bits).collect()
+    };
+    assert_eq!(as_bits(ours.clone()), as_bits(theirs.clone()), "values");
+    let grads_a = (ours * weights.clone()).sum().backward();
+    let grads_b = (theirs * weights).sum().backward();
+    for (name, t) in [("q", &q), ("k", &k), ("v", &v)] {
+        let (a, b) = (t.grad(&grads_a).unwrap(), t.grad(&grads_b).unwrap());
+        assert_eq!(as_bits(a), as_bits(b), "gradient of {name}");
+    }
 }
