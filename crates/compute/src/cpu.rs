@@ -134,7 +134,7 @@ pub fn layer_norm(
 
 /// The max over each of `groups` consecutive blocks of rows of `[rows, width]` `x` plus each
 /// row's offset (`[rows, 1]`), as flex's broadcast add and `max_dim` take it: a block's first
-/// row, replaced by each later one that is greater, a NaN skipped. `[groups, width]`.
+/// row, replaced by each later one that is greater or NaN, a NaN kept. `[groups, width]`.
 pub fn group_max(
     x: FlexTensor,
     offsets: FlexTensor,
@@ -168,7 +168,7 @@ pub fn group_max(
                     for r in first + 1..first + per_group {
                         for (m, v) in maxima.iter_mut().zip(row(r)) {
                             let v = v + shifts[r];
-                            if !v.is_nan() && (m.is_nan() || v > *m) {
+                            if !m.is_nan() && (v.is_nan() || v > *m) {
                                 *m = v;
                             }
                         }

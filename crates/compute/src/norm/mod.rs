@@ -88,8 +88,8 @@ pub fn add_same<const D: usize>(x: Tensor<D>, y: Tensor<D>) -> Tensor<D> {
 }
 
 /// The max over each of `groups` consecutive blocks of the `[rows, width]` rows of `x`, each row
-/// shifted by its `[rows, 1]` offset first: `[groups, width]`, NaN skipped as `max_dim` skips
-/// it. Where a gradient flows, it reaches each maximum's row as `max_dim`'s does.
+/// shifted by its `[rows, 1]` offset first: `[groups, width]`, a NaN winning as in `max_dim`.
+/// Where a gradient flows, it reaches each maximum's row as `max_dim`'s does.
 pub fn group_max(x: Tensor<2>, offsets: Tensor<2>, groups: usize) -> Tensor<2> {
     let (x, offsets) = (x.into_dispatch(), offsets.into_dispatch());
     Tensor::<2>::from_dispatch(<Dispatch as RowOps>::row_group_max(x, offsets, groups))

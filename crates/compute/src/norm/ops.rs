@@ -66,7 +66,7 @@ pub trait RowOps: Backend {
     }
 
     /// The max over each of `groups` consecutive blocks of rows of `x + offsets` (`[rows, 1]`,
-    /// one per row): `[groups, width]`; a NaN is skipped, as burn's `max_dim` skips it.
+    /// one per row): `[groups, width]`; a NaN wins, as in burn's `max_dim`.
     #[fusion(default)]
     fn row_group_max(
         x: FloatTensor<Self>,
