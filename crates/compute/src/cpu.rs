@@ -132,6 +132,115 @@ pub fn layer_norm(
     Ok(x)
 }
 
+/// [`layer_norm`] with what its backward keeps: `(y, normalized, std)`, `std` `[rows, 1]`, the
+/// normalized rows `(x − mean) / std` as flex's division gives them.
+pub fn layer_norm_kept(
+    x: FlexTensor,
+    gamma: &FlexTensor,
+    beta: Option<&FlexTensor>,
+    epsilon: f64,
+) -> Result<(FlexTensor, FlexTensor, FlexTensor), FlexTensor> {
+    let Some([rows, width]) = rows_of(&x) else {
+        return Err(x);
+    };
+    let vector_fits = |v: &FlexTensor| f32_span(v).is_some() && v.layout().num_elements() == width;
+    if width == 0 || !vector_fits(gamma) || !beta.is_none_or(vector_fits) {
+        return Err(x);
+    }
+    let (gamma, beta) = (values(gamma), beta.map(values));
+    let (n, epsilon) = (width as f32, epsilon as f32);
+    let mut normalized = owned(x);
+    let mut y = vec![0.0f32; rows * width];
+    let mut std = vec![0.0f32; rows];
+    let per_task = rows_per_task(width);
+    normalized
+        .storage_mut::<f32>()
+        .par_chunks_mut(per_task * width)
+        .zip(y.par_chunks_mut(per_task * width))
+        .zip(std.par_chunks_mut(per_task))
+        .for_each(|((normalized, y), std)| {
+            let mut squares = vec![0.0f32; width];
+            let rows = normalized
+                .chunks_exact_mut(width)
+                .zip(y.chunks_exact_mut(width));
+            for ((row, y), std) in rows.zip(std) {
+                let mean = row_sum(row) / n;
+                for (v, square) in row.iter_mut().zip(&mut squares) {
+                    *v = *v - mean;
+                    *square = *v * *v;
+                }
+                *std = (row_sum(&squares) / n + epsilon).sqrt();
+                for ((v, y), g) in row.iter_mut().zip(y.iter_mut()).zip(gamma) {
+                    *v = *v / *std;
+                    *y = *v * g;
+                }
+                if let Some(beta) = beta {
+                    y.iter_mut().zip(beta).for_each(|(v, b)| *v = *v + b);
+                }
+            }
+        });
+    let y = contiguous(y, &normalized);
+    let std = FlexTensor::new(
+        Bytes::from_elems(std),
+        Layout::contiguous([rows, 1].into()),
+        DType::F32,
+    );
+    Ok((y, normalized, std))
+}
+
+/// A norm's input gradient `(g − mean(g) − x̂ · mean(g · x̂)) / std`, `g = dy · gamma`, from
+/// `[rows, width]` `dy` and `normalized` (x̂), `[rows, 1]` `std` and `[width]` `gamma`, in the
+/// operations and order of the composed form (`norm::ops`); `None` where a tensor is not
+/// contiguous f32 of those shapes.
+pub fn norm_input_gradient(
+    dy: &FlexTensor,
+    normalized: &FlexTensor,
+    std: &FlexTensor,
+    gamma: &FlexTensor,
+) -> Option<FlexTensor> {
+    let [rows, width] = rows_of(dy)?;
+    let fits = rows_of(normalized) == Some([rows, width])
+        && f32_span(std).is_some()
+        && std.layout().num_elements() == rows
+        && f32_span(gamma).is_some()
+        && gamma.layout().num_elements() == width;
+    if !fits || width == 0 {
+        return None;
+    }
+    let (dy_values, x_hat, stds, gamma) =
+        (values(dy), values(normalized), values(std), values(gamma));
+    let n = width as f32;
+    let per_task = rows_per_task(width);
+    let mut dx = vec![0.0f32; rows * width];
+    dx.par_chunks_mut(per_task * width)
+        .enumerate()
+        .for_each(|(task, dx)| {
+            let mut projected = vec![0.0f32; width];
+            for (i, dx) in dx.chunks_exact_mut(width).enumerate() {
+                let r = task * per_task + i;
+                let (dy, x_hat) = (
+                    &dy_values[r * width..][..width],
+                    &x_hat[r * width..][..width],
+                );
+                // g into dx, g · x̂ beside it.
+                for (((g, p), (&d, &x)), &gm) in dx
+                    .iter_mut()
+                    .zip(&mut projected)
+                    .zip(dy.iter().zip(x_hat))
+                    .zip(gamma)
+                {
+                    *g = d * gm;
+                    *p = *g * x;
+                }
+                let (mean_g, mean_projected) = (row_sum(dx) / n, row_sum(&projected) / n);
+                for (g, &x) in dx.iter_mut().zip(x_hat) {
+                    *g = (*g - mean_g - x * mean_projected) / stds[r];
+                }
+            }
+        });
+    Some(contiguous(dx, dy))
+}
+
 /// The max over each of `groups` consecutive blocks of rows of `[rows, width]` `x` plus each
 /// row's offset (`[rows, 1]`), as flex's broadcast add and `max_dim` take it: a block's first
 /// row, replaced by each later one that is greater or NaN, a NaN kept. `[groups, width]`.

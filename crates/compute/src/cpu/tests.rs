@@ -225,3 +225,41 @@ fn the_scaled_scores_gradient_is_div_scalars() {
         assert_eq!(as_bits(a), as_bits(b), "gradient of {name}");
     }
 }
+
+/// The norm a backward pass follows, what it keeps, and its input gradient, against flex's own
+/// operations in the order `norm::ops` composes them.
+#[test]
+fn the_kept_norm_and_its_input_gradient_are_flexs_bit_for_bit() {
+    for (rows, width) in SHAPES {
+        let (x, dy) = (matrix(rows, width, 0.9), matrix(rows, width, 3.3));
+        let gamma = matrix(1, width, 2.1).reshape([width].into());
+        let beta = matrix(1, width, 4.4).reshape([width].into());
+        let row = |v: &FlexTensor| v.reshape([1, width].into());
+        let epsilon = 1e-5;
+        let mean = |t: FlexTensor| Flex::float_mean_dim(t, 1);
+        let centered = Flex::float_sub(x.clone(), mean(x.clone()));
+        let var = mean(Flex::float_mul(centered.clone(), centered.clone()));
+        let std = Flex::float_sqrt(Flex::float_add_scalar(var, epsilon.into()));
+        let normalized = Flex::float_div(centered, std.clone());
+        let scaled = Flex::float_mul(normalized.clone(), row(&gamma));
+        let shifted = Flex::float_add(scaled.clone(), row(&beta));
+        let (y, kept, kept_std) =
+            Flex::row_layer_norm_kept(x.clone(), gamma.clone(), beta.clone(), epsilon);
+        assert_eq!(bits(y), bits(shifted.clone()), "y, [{rows}, {width}]");
+        assert_eq!(bits(kept), bits(normalized.clone()), "x̂, [{rows}, {width}]");
+        assert_eq!(bits(kept_std), bits(std.clone()), "std, [{rows}, {width}]");
+        let (y, _, _) = Flex::row_scaled_norm_kept(x, gamma.clone(), epsilon);
+        assert_eq!(bits(y), bits(scaled), "y without shift, [{rows}, {width}]");
+
+        let g = Flex::float_mul(dy.clone(), row(&gamma));
+        let projected = Flex::float_mul(g.clone(), normalized.clone());
+        let along = Flex::float_mul(normalized.clone(), mean(projected));
+        let centered = Flex::float_sub(Flex::float_sub(g.clone(), mean(g)), along);
+        let expected = Flex::float_div(centered, std.clone());
+        assert_eq!(
+            bits(Flex::row_norm_input_gradient(dy, normalized, std, gamma)),
+            bits(expected),
+            "dx, [{rows}, {width}]"
+        );
+    }
+}

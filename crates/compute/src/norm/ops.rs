@@ -59,6 +59,40 @@ pub trait RowOps: Backend {
         Self::float_add(x, row)
     }
 
+    /// [`Self::row_layer_norm`] with what its backward keeps: `(y, normalized, std)`, `std`
+    /// `[rows, 1]`.
+    #[fusion(default)]
+    fn row_layer_norm_kept(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        beta: FloatTensor<Self>,
+        epsilon: f64,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
+        kept_norm::<Self>(x, gamma, Some(beta), epsilon)
+    }
+
+    /// [`Self::row_scaled_norm`] with what its backward keeps, as [`Self::row_layer_norm_kept`].
+    #[fusion(default)]
+    fn row_scaled_norm_kept(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        epsilon: f64,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
+        kept_norm::<Self>(x, gamma, None, epsilon)
+    }
+
+    /// A norm's input gradient from the upstream `dy` and what its forward kept:
+    /// `dx = (g − mean(g) − x̂ · mean(g · x̂)) / std` with `g = dy · gamma`.
+    #[fusion(default)]
+    fn row_norm_input_gradient(
+        dy: FloatTensor<Self>,
+        normalized: FloatTensor<Self>,
+        std: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+    ) -> FloatTensor<Self> {
+        composed_input_gradient::<Self>(dy, normalized, std, gamma)
+    }
+
     /// `x + y`, two tensors of one shape (a residual stream and its update).
     #[fusion(default)]
     fn add_same_shape(x: FloatTensor<Self>, y: FloatTensor<Self>) -> FloatTensor<Self> {
@@ -97,6 +131,35 @@ impl RowOps for Flex {
     ) -> FloatTensor<Self> {
         crate::cpu::layer_norm(x, &gamma, None, epsilon)
             .unwrap_or_else(|x| composed_norm::<Self>(x, gamma, None, epsilon))
+    }
+
+    fn row_layer_norm_kept(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        beta: FloatTensor<Self>,
+        epsilon: f64,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
+        crate::cpu::layer_norm_kept(x, &gamma, Some(&beta), epsilon)
+            .unwrap_or_else(|x| kept_norm::<Self>(x, gamma, Some(beta), epsilon))
+    }
+
+    fn row_scaled_norm_kept(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        epsilon: f64,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
+        crate::cpu::layer_norm_kept(x, &gamma, None, epsilon)
+            .unwrap_or_else(|x| kept_norm::<Self>(x, gamma, None, epsilon))
+    }
+
+    fn row_norm_input_gradient(
+        dy: FloatTensor<Self>,
+        normalized: FloatTensor<Self>,
+        std: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+    ) -> FloatTensor<Self> {
+        crate::cpu::norm_input_gradient(&dy, &normalized, &std, &gamma)
+            .unwrap_or_else(|| composed_input_gradient::<Self>(dy, normalized, std, gamma))
     }
 
     fn row_add(
@@ -187,16 +250,10 @@ struct NormState<B: Backend> {
     gamma: FloatTensor<B>,
 }
 
-impl<B: Backend> NormState<B> {
-    /// `dx = (g − mean(g) − x̂ · mean(g · x̂)) / std` with `g = dy · gamma`.
+impl<B: Backend + RowOps> NormState<B> {
     fn input_gradient(&self, dy: FloatTensor<B>) -> FloatTensor<B> {
-        let g = B::float_mul(dy, as_row::<B>(self.gamma.clone()));
-        let mean_g = B::float_mean_dim(g.clone(), 1);
-        let projected = B::float_mul(g.clone(), self.normalized.clone());
-        let mean_projected = B::float_mean_dim(projected, 1);
-        let along = B::float_mul(self.normalized.clone(), mean_projected);
-        let centered = B::float_sub(B::float_sub(g, mean_g), along);
-        B::float_div(centered, self.std.clone())
+        let (normalized, std) = (self.normalized.clone(), self.std.clone());
+        B::row_norm_input_gradient(dy, normalized, std, self.gamma.clone())
     }
 
     fn gamma_gradient(&self, dy: FloatTensor<B>) -> FloatTensor<B> {
@@ -204,24 +261,61 @@ impl<B: Backend> NormState<B> {
     }
 }
 
+/// The norm as burn composes it, and what its backward keeps: `(y, normalized, std)`.
+fn kept_norm<B: Backend>(
+    x: FloatTensor<B>,
+    gamma: FloatTensor<B>,
+    beta: Option<FloatTensor<B>>,
+    epsilon: f64,
+) -> (FloatTensor<B>, FloatTensor<B>, FloatTensor<B>) {
+    let (normalized, std) = standardize::<B>(x, epsilon);
+    (
+        affine::<B>(normalized.clone(), gamma, beta),
+        normalized,
+        std,
+    )
+}
+
+/// [`RowOps::row_norm_input_gradient`] of burn's operations.
+fn composed_input_gradient<B: Backend>(
+    dy: FloatTensor<B>,
+    normalized: FloatTensor<B>,
+    std: FloatTensor<B>,
+    gamma: FloatTensor<B>,
+) -> FloatTensor<B> {
+    let g = B::float_mul(dy, as_row::<B>(gamma));
+    let mean_g = B::float_mean_dim(g.clone(), 1);
+    let projected = B::float_mul(g.clone(), normalized.clone());
+    let mean_projected = B::float_mean_dim(projected, 1);
+    let along = B::float_mul(normalized, mean_projected);
+    let centered = B::float_sub(B::float_sub(g, mean_g), along);
+    B::float_div(centered, std)
+}
+
 /// The norm's forward when a backward pass follows: its output, and what the backward keeps.
-fn tracked_norm<B: Backend>(
+fn tracked_norm<B: Backend + RowOps>(
     x: FloatTensor<B>,
     gamma: FloatTensor<B>,
     beta: Option<FloatTensor<B>>,
     epsilon: f64,
 ) -> (NormState<B>, FloatTensor<B>) {
-    let (normalized, std) = standardize::<B>(x, epsilon);
-    let state = NormState {
-        normalized: normalized.clone(),
-        std,
-        gamma: gamma.clone(),
+    let (y, normalized, std) = match beta {
+        Some(beta) => B::row_layer_norm_kept(x, gamma.clone(), beta, epsilon),
+        None => B::row_scaled_norm_kept(x, gamma.clone(), epsilon),
     };
-    (state, affine::<B>(normalized, gamma, beta))
+    let state = NormState {
+        normalized,
+        std,
+        gamma,
+    };
+    (state, y)
 }
 
 /// The gradients of a norm with `N` parents: x, gamma and, where there is one, beta.
-fn norm_backward<B: Backend, const N: usize>(ops: Ops<NormState<B>, N>, grads: &mut Gradients) {
+fn norm_backward<B: Backend + RowOps, const N: usize>(
+    ops: Ops<NormState<B>, N>,
+    grads: &mut Gradients,
+) {
     let dy = grads.consume::<B>(&ops.node);
     let state = &ops.state;
     let mut parents = ops.parents.iter();
@@ -241,7 +335,7 @@ struct ShiftedNorm;
 #[derive(Debug)]
 struct ScaledNorm;
 
-impl<B: Backend> Backward<B, 3> for ShiftedNorm {
+impl<B: Backend + RowOps> Backward<B, 3> for ShiftedNorm {
     type State = NormState<B>;
 
     fn backward(self, ops: Ops<Self::State, 3>, grads: &mut Gradients, _: &mut Checkpointer) {
@@ -249,7 +343,7 @@ impl<B: Backend> Backward<B, 3> for ShiftedNorm {
     }
 }
 
-impl<B: Backend> Backward<B, 2> for ScaledNorm {
+impl<B: Backend + RowOps> Backward<B, 2> for ScaledNorm {
     type State = NormState<B>;
 
     fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _: &mut Checkpointer) {
