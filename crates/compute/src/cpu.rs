@@ -100,33 +100,18 @@ pub fn layer_norm(
     beta: Option<&FlexTensor>,
     epsilon: f64,
 ) -> Result<FlexTensor, FlexTensor> {
-    let Some([_, width]) = rows_of(&x) else {
+    let Some(width) = norm_width(&x, gamma, beta) else {
         return Err(x);
     };
-    let vector_fits = |v: &FlexTensor| f32_span(v).is_some() && v.layout().num_elements() == width;
-    if width == 0 || !vector_fits(gamma) || !beta.is_none_or(vector_fits) {
-        return Err(x);
-    }
     let (gamma, beta) = (values(gamma), beta.map(values));
-    let (n, epsilon) = (width as f32, epsilon as f32);
     let mut x = owned(x);
     x.storage_mut::<f32>()
         .par_chunks_mut(rows_per_task(width) * width)
         .for_each(|chunk| {
             let mut squares = vec![0.0f32; width];
             for row in chunk.chunks_exact_mut(width) {
-                let mean = row_sum(row) / n;
-                for (v, square) in row.iter_mut().zip(&mut squares) {
-                    *v = *v - mean;
-                    *square = *v * *v;
-                }
-                let std = (row_sum(&squares) / n + epsilon).sqrt();
-                for (v, g) in row.iter_mut().zip(gamma) {
-                    *v = *v / std * g;
-                }
-                if let Some(beta) = beta {
-                    row.iter_mut().zip(beta).for_each(|(v, b)| *v = *v + b);
-                }
+                standardize_row(row, &mut squares, epsilon as f32);
+                affine_row(row, gamma, beta);
             }
         });
     Ok(x)
@@ -140,15 +125,11 @@ pub fn layer_norm_kept(
     beta: Option<&FlexTensor>,
     epsilon: f64,
 ) -> Result<(FlexTensor, FlexTensor, FlexTensor), FlexTensor> {
-    let Some([rows, width]) = rows_of(&x) else {
+    let Some(width) = norm_width(&x, gamma, beta) else {
         return Err(x);
     };
-    let vector_fits = |v: &FlexTensor| f32_span(v).is_some() && v.layout().num_elements() == width;
-    if width == 0 || !vector_fits(gamma) || !beta.is_none_or(vector_fits) {
-        return Err(x);
-    }
+    let rows = x.layout().num_elements() / width;
     let (gamma, beta) = (values(gamma), beta.map(values));
-    let (n, epsilon) = (width as f32, epsilon as f32);
     let mut normalized = owned(x);
     let mut y = vec![0.0f32; rows * width];
     let mut std = vec![0.0f32; rows];
@@ -164,19 +145,9 @@ pub fn layer_norm_kept(
                 .chunks_exact_mut(width)
                 .zip(y.chunks_exact_mut(width));
             for ((row, y), std) in rows.zip(std) {
-                let mean = row_sum(row) / n;
-                for (v, square) in row.iter_mut().zip(&mut squares) {
-                    *v = *v - mean;
-                    *square = *v * *v;
-                }
-                *std = (row_sum(&squares) / n + epsilon).sqrt();
-                for ((v, y), g) in row.iter_mut().zip(y.iter_mut()).zip(gamma) {
-                    *v = *v / *std;
-                    *y = *v * g;
-                }
-                if let Some(beta) = beta {
-                    y.iter_mut().zip(beta).for_each(|(v, b)| *v = *v + b);
-                }
+                *std = standardize_row(row, &mut squares, epsilon as f32);
+                y.copy_from_slice(row);
+                affine_row(y, gamma, beta);
             }
         });
     let y = contiguous(y, &normalized);
@@ -186,6 +157,36 @@ pub fn layer_norm_kept(
         DType::F32,
     );
     Ok((y, normalized, std))
+}
+
+/// The width of `[rows, width]` contiguous f32 `x` where `gamma` (and `beta`) are `[width]`
+/// contiguous f32 vectors.
+fn norm_width(x: &FlexTensor, gamma: &FlexTensor, beta: Option<&FlexTensor>) -> Option<usize> {
+    let [_, width] = rows_of(x)?;
+    let fits = |v: &FlexTensor| f32_span(v).is_some() && v.layout().num_elements() == width;
+    (width > 0 && fits(gamma) && beta.is_none_or(fits)).then_some(width)
+}
+
+/// One row, in place, `(x − mean) / std` as flex's `mean_dim`, subtraction, square root and
+/// division give it; its `std = √(var + epsilon)`. `squares` is scratch of the row's width.
+fn standardize_row(row: &mut [f32], squares: &mut [f32], epsilon: f32) -> f32 {
+    let n = row.len() as f32;
+    let mean = row_sum(row) / n;
+    for (v, square) in row.iter_mut().zip(squares.iter_mut()) {
+        *v = *v - mean;
+        *square = *v * *v;
+    }
+    let std = (row_sum(squares) / n + epsilon).sqrt();
+    row.iter_mut().for_each(|v| *v = *v / std);
+    std
+}
+
+/// A standardized row times `gamma`, plus `beta` where there is one, in place.
+fn affine_row(row: &mut [f32], gamma: &[f32], beta: Option<&[f32]>) {
+    row.iter_mut().zip(gamma).for_each(|(v, g)| *v = *v * g);
+    if let Some(beta) = beta {
+        row.iter_mut().zip(beta).for_each(|(v, b)| *v = *v + b);
+    }
 }
 
 /// A norm's input gradient `(g − mean(g) − x̂ · mean(g · x̂)) / std`, `g = dy · gamma`, from

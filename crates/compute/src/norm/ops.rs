@@ -111,8 +111,8 @@ pub trait RowOps: Backend {
     }
 }
 
-/// flex runs the norms and the row add split over rayon's threads (`crate::cpu`), its own
-/// operations on the calling thread; the values are the same.
+/// flex runs these split over rayon's threads (`crate::cpu`), where its own operations run on
+/// the calling thread; the values are the same.
 impl RowOps for Flex {
     fn row_layer_norm(
         x: FloatTensor<Self>,
@@ -359,14 +359,7 @@ impl<B: Backend> Backward<B, 2> for RowAdd {
     type State = ();
 
     fn backward(self, ops: Ops<(), 2>, grads: &mut Gradients, _: &mut Checkpointer) {
-        let dy = grads.consume::<B>(&ops.node);
-        let [x, v] = ops.parents;
-        if let Some(v) = v {
-            grads.register::<B>(v.id, super::column_sum::<B>(dy.clone()));
-        }
-        if let Some(x) = x {
-            grads.register::<B>(x.id, dy);
-        }
+        sum_backward::<B>(ops, grads, super::column_sum::<B>);
     }
 }
 
@@ -378,14 +371,23 @@ impl<B: Backend> Backward<B, 2> for SameShapeSum {
     type State = ();
 
     fn backward(self, ops: Ops<(), 2>, grads: &mut Gradients, _: &mut Checkpointer) {
-        let dy = grads.consume::<B>(&ops.node);
-        let [x, y] = ops.parents;
-        if let Some(y) = y {
-            grads.register::<B>(y.id, dy.clone());
-        }
-        if let Some(x) = x {
-            grads.register::<B>(x.id, dy);
-        }
+        sum_backward::<B>(ops, grads, |dy| dy);
+    }
+}
+
+/// A sum's backward: `dy` to the first term, `second(dy)` to the second.
+fn sum_backward<B: Backend>(
+    ops: Ops<(), 2>,
+    grads: &mut Gradients,
+    second: impl FnOnce(FloatTensor<B>) -> FloatTensor<B>,
+) {
+    let dy = grads.consume::<B>(&ops.node);
+    let [x, y] = ops.parents;
+    if let Some(y) = y {
+        grads.register::<B>(y.id, second(dy.clone()));
+    }
+    if let Some(x) = x {
+        grads.register::<B>(x.id, dy);
     }
 }
 
