@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Context, Result, bail};
 use burn::prelude::*;
 use clap::{Args, ValueEnum};
 use lsr_backbone::reference::{
@@ -163,9 +163,7 @@ pub fn run(args: CheckArgs) -> Result<()> {
         );
     }
     let device = parse_device(args.device.as_deref())?;
-    args.precision
-        .usable_on(&device)
-        .map_err(|why| anyhow!(why))?;
+    args.precision.usable_on(&device)?;
     let tolerance = args
         .tolerance
         .unwrap_or(if args.precision != Precision::F32 {

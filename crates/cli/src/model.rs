@@ -40,9 +40,7 @@ impl ModelArgs {
     /// Loads the checkpoint (texts truncated to `max_length` tokens) and rescales its head.
     pub fn encoder(&self, max_length: usize) -> Result<SpladeEncoder> {
         let device = parse_device(self.device.as_deref())?;
-        self.precision
-            .usable_on(&device)
-            .map_err(|why| anyhow!(why))?;
+        self.precision.usable_on(&device)?;
         let mut backbone = Backbone::load(&self.checkpoint, &device, max_length)?;
         backbone.model = backbone.model.with_precision(self.precision);
         let mode = RescaleMode::untie_if(self.untie);

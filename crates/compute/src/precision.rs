@@ -16,6 +16,7 @@ use burn::nn::Linear;
 use burn::prelude::*;
 use burn::tensor::{DType, Gradients};
 
+use crate::ComputeError;
 use crate::matmul::matmul;
 use crate::norm::{add_rows, add_same, row_vector};
 
@@ -52,18 +53,18 @@ impl Precision {
     /// Whether a model in this precision computes on `device`: `bf16` needs the flex CPU
     /// device, its products through a CPU BLAS with a bf16 product (`LSR_MATMUL=blas|auto`),
     /// and a CPU with AVX512_BF16 or AMX, which that product is fast on.
-    pub fn usable_on(self, device: &Device) -> std::result::Result<(), String> {
+    pub fn usable_on(self, device: &Device) -> crate::Result<()> {
         if self != Self::Bf16 {
             return Ok(());
         }
-        let refuse = |why: String| Err(format!("--precision bf16: {why}"));
+        let refuse = |why: String| Err(ComputeError::Setting(format!("--precision bf16: {why}")));
         if !has_bf16_units() {
             return refuse(
                 "this CPU lacks AVX512_BF16 (and AMX), which make bf16 products pay; use f32"
                     .into(),
             );
         }
-        match crate::matmul::products_route(device)? {
+        match crate::matmul::products_route(device).map_err(ComputeError::Setting)? {
             crate::MatmulMode::Blas => {}
             _ => {
                 return refuse(format!(
@@ -73,7 +74,7 @@ impl Precision {
                 ));
             }
         }
-        let blas = crate::matmul::blas::library()?;
+        let blas = crate::matmul::blas::library().map_err(ComputeError::Setting)?;
         match blas.computes(DType::BF16) {
             true => Ok(()),
             false => refuse(format!("{} has no bf16 product; oneMKL has", blas.path())),

@@ -217,9 +217,7 @@ fn evaluate(
 ) -> Result<CellMetrics> {
     let measures = Measure::parse_all(&spec.measures)?;
     let model_name = model.to_str().unwrap_or_default();
-    spec.precision
-        .usable_on(device)
-        .map_err(lsr_compute::ComputeError::Setting)?;
+    spec.precision.usable_on(device)?;
     let mut backbone = Backbone::load(model_name, device, spec.longest())?;
     backbone.model = backbone.model.with_precision(spec.precision);
     let encoder = SpladeEncoder::new(backbone, Scale::ONE, RescaleMode::Shared)?;

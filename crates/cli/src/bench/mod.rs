@@ -11,7 +11,7 @@ mod train;
 use std::path::Path;
 use std::time::Instant;
 
-use anyhow::{Result, anyhow};
+use anyhow::Result;
 use burn::prelude::*;
 use clap::{Args, Subcommand};
 use lsr_backbone::{MaskedLm, ModelConfig, TokenBatch, Weights};
@@ -464,9 +464,7 @@ fn encode(args: EncodeBench) -> Result<()> {
         sizing.pick(args.batch, 32, 8),
         sizing.pick(args.seq_len, 128, 32),
     );
-    args.precision
-        .usable_on(&device)
-        .map_err(|why| anyhow!(why))?;
+    args.precision.usable_on(&device)?;
     let model = bert_shaped(&device, hidden)?.with_precision(args.precision);
     let (ids, mask) = synthetic_tokens(batch_size, seq_len).to_tensors(&device);
     let tile = (args.head_tile).unwrap_or_else(|| head_tile(batch_size * seq_len, &device));

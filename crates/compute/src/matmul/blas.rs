@@ -499,16 +499,15 @@ impl Product {
             );
         }
         let span = long.div_ceil(parts.max(1));
-        (0..batch * long.div_ceil(span))
-            .into_par_iter()
-            .for_each(|task| {
-                let (matrix, part) = (task / long.div_ceil(span), task % long.div_ceil(span));
-                let split = part * span..((part + 1) * span).min(long);
-                match by_rows {
-                    true => each(matrix, split, 0..n),
-                    false => each(matrix, 0..m, split),
-                }
-            });
+        let blocks = long.div_ceil(span);
+        (0..batch * blocks).into_par_iter().for_each(|task| {
+            let (matrix, part) = (task / blocks, task % blocks);
+            let split = part * span..((part + 1) * span).min(long);
+            match by_rows {
+                true => each(matrix, split, 0..n),
+                false => each(matrix, 0..m, split),
+            }
+        });
     }
 
     /// `C[rows, cols] = op(A)[rows, :] · op(B)[:, cols]` of one matrix of the batch, written at
