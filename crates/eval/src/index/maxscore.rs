@@ -7,7 +7,7 @@
 //! each term. The documents left are scored again in query-term order, as the exhaustive
 //! search sums, so the scores, the top k and its tie order are the exhaustive search's.
 
-use super::{InvertedIndex, SCAN_CHUNK, Scratch as Exhaustive, Sparse, TopK, add_dense};
+use super::{InvertedIndex, List, SCAN_CHUNK, Scratch as Exhaustive, Sparse, TopK, simd};
 
 /// One query of a batch, searched a block at a time: its terms, bounds and top k so far.
 struct Pruned {
@@ -143,7 +143,8 @@ impl InvertedIndex {
         {
             let i = s.order[taken];
             let (term, q) = pass.query[i];
-            self.add_block(&mut exhaustive.block[..], term, pass.block, q);
+            self.list(term, pass.block)
+                .add(&mut exhaustive.block[..], q);
             left = (left - s.bounds[i]).max(0.0);
             taken += 1;
         }
@@ -170,12 +171,7 @@ impl InvertedIndex {
             }
             left = (left - s.bounds[i]).max(0.0);
             let (term, q) = pass.query[i];
-            if let Some(row) = self.block_dense(term, pass.block) {
-                add_dense_to_candidates(row, q, &s.candidates, sums);
-            } else {
-                let (docs, weights) = self.block_postings(term, pass.block);
-                add_to_candidates(docs, weights, q, &s.candidates, sums);
-            }
+            (self.list(term, pass.block)).add_to_candidates(sums, q, &s.candidates);
             keep_reaching(
                 &mut s.candidates,
                 sums,
@@ -187,7 +183,7 @@ impl InvertedIndex {
 
     /// The accumulated documents that can reach `floor` with the bounds `left`, in document
     /// order; every other document's sum is set to −∞, so that what is added to it later
-    /// never makes it one. Most chunks of 16 fail as a whole on their maximum.
+    /// never makes it one.
     fn collect_candidates(
         &self,
         exhaustive: &mut Exhaustive,
@@ -197,25 +193,11 @@ impl InvertedIndex {
         s: &mut Scratch,
     ) {
         let threshold = bounds.threshold(left, floor);
-        // Branch-free: which documents pass is as unpredictable as a coin.
-        s.candidates.resize(1 << self.block_bits, 0);
-        let mut kept = 0;
         // Past the last document nothing is ever added: the whole block is scanned.
         let block = &mut exhaustive.block[..1 << self.block_bits];
-        for (c, chunk) in block.chunks_mut(SCAN_CHUNK).enumerate() {
-            let best = chunk.iter().fold(0.0f32, |m, &x| m.max(x));
-            if best > 0.0 && best >= threshold {
-                for (i, sum) in chunk.iter_mut().enumerate() {
-                    let keep = *sum > 0.0 && *sum >= threshold;
-                    s.candidates[kept] = (c * SCAN_CHUNK + i) as u16;
-                    kept += usize::from(keep);
-                    *sum = if keep { *sum } else { f32::NEG_INFINITY };
-                }
-            } else {
-                chunk.fill(f32::NEG_INFINITY);
-            }
-        }
-        s.candidates.truncate(kept);
+        s.candidates.clear();
+        let done = simd::collect_reaching(block, threshold, &mut s.candidates);
+        collect_reaching(&mut block[done..], done, threshold, &mut s.candidates);
     }
 
     /// Scores the candidates again, each in query-term order, and offers them; documents come
@@ -228,13 +210,7 @@ impl InvertedIndex {
         s: &mut Scratch,
     ) {
         let lists: Vec<List> = (query.iter())
-            .map(|&(term, _)| match self.block_dense(term, block) {
-                Some(row) => List::Dense(row),
-                None => {
-                    let (docs, weights) = self.block_postings(term, block);
-                    List::Postings(docs, weights)
-                }
-            })
+            .map(|&(term, _)| self.list(term, block))
             .collect();
         s.cursors.clear();
         s.cursors.resize(query.len(), 0);
@@ -247,29 +223,6 @@ impl InvertedIndex {
             }
             let global = start + doc as usize;
             top.offer(score, self.id_rank[global], global as u32);
-        }
-    }
-}
-
-/// A term's block as `offer_in_order` reads it.
-enum List<'a> {
-    Postings(&'a [u16], &'a [f32]),
-    Dense(&'a [f32]),
-}
-
-impl List<'_> {
-    /// The weight of `doc` (0 without a posting); `cursor` only moves forward.
-    fn weight(&self, doc: u16, cursor: &mut usize) -> f32 {
-        match *self {
-            List::Dense(row) => row[doc as usize],
-            List::Postings(docs, weights) => {
-                *cursor = seek(docs, *cursor, doc);
-                if *cursor < docs.len() && docs[*cursor] == doc {
-                    weights[*cursor]
-                } else {
-                    0.0
-                }
-            }
         }
     }
 }
@@ -299,42 +252,26 @@ struct BlockPass<'q> {
     floor: f32,
 }
 
-/// A list's postings times `q` into the sums of `candidates`, from the shorter side: each
-/// candidate sought in the postings (galloping), or each posting added (to a dropped document
-/// it adds to −∞).
-fn add_to_candidates(docs: &[u16], weights: &[f32], q: f32, candidates: &[u16], sums: &mut [f32]) {
-    let postings = docs.len();
-    // A lookup (a gallop: branches the CPU cannot predict) costs about as much as 64
-    // sequential additions, measured on the retrieval benchmark.
-    let per_candidate = 64 + 2 * (postings / candidates.len() + 1).ilog2() as usize;
-    if candidates.len() * per_candidate < postings {
-        let mut at = 0;
-        for &doc in candidates {
-            at = seek(docs, at, doc);
-            if at == docs.len() {
-                break;
+/// The positions (from `offset`) of the sums that are positive and reach `threshold` onto
+/// `kept`; the others' sums become −∞. Most chunks of 16 fail as a whole on their maximum.
+fn collect_reaching(sums: &mut [f32], offset: usize, threshold: f32, kept: &mut Vec<u16>) {
+    // Branch-free: which documents pass is as unpredictable as a coin.
+    let mut n = kept.len();
+    kept.resize(n + sums.len(), 0);
+    for (c, chunk) in sums.chunks_mut(SCAN_CHUNK).enumerate() {
+        let best = chunk.iter().fold(0.0f32, |m, &x| m.max(x));
+        if best > 0.0 && best >= threshold {
+            for (i, sum) in chunk.iter_mut().enumerate() {
+                let keep = *sum > 0.0 && *sum >= threshold;
+                kept[n] = (offset + c * SCAN_CHUNK + i) as u16;
+                n += usize::from(keep);
+                *sum = if keep { *sum } else { f32::NEG_INFINITY };
             }
-            if docs[at] == doc {
-                sums[doc as usize] += q * weights[at];
-            }
-        }
-    } else {
-        for (&doc, &weight) in docs.iter().zip(weights) {
-            sums[doc as usize] += q * weight;
+        } else {
+            chunk.fill(f32::NEG_INFINITY);
         }
     }
-}
-
-/// A dense block times `q` into the sums of `candidates`: each looked up, or the whole row
-/// added (vectorised) where they are many.
-fn add_dense_to_candidates(row: &[f32], q: f32, candidates: &[u16], sums: &mut [f32]) {
-    if candidates.len() * 8 < row.len() {
-        for &doc in candidates {
-            sums[doc as usize] += q * row[doc as usize];
-        }
-    } else {
-        add_dense(sums, q, row);
-    }
+    kept.truncate(n);
 }
 
 /// Keeps the candidates whose sum reaches `threshold`, in order; the others' sums become −∞.
@@ -351,16 +288,26 @@ fn keep_reaching(candidates: &mut Vec<u16>, sums: &mut [f32], threshold: f32) {
     candidates.truncate(kept);
 }
 
-/// The first position at or after `from` whose document is not below `doc` (galloping, then
-/// binary search: cheap both for the next posting and for a far one).
-fn seek(docs: &[u16], from: usize, doc: u16) -> usize {
-    let mut step = 1;
-    let mut low = from;
-    let mut high = from;
-    while high < docs.len() && docs[high] < doc {
-        low = high + 1;
-        high = (high + step).min(docs.len());
-        step *= 2;
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Sums below, at and above the threshold, 0 and −∞: this CPU's collection keeps what the
+    /// portable one keeps and leaves the same sums.
+    #[test]
+    fn candidates_are_collected_alike_on_every_path() {
+        let mut next = crate::index::tests::lcg(5);
+        let values = [0.0, f32::NEG_INFINITY, 1.0, 1.5, 2.0, 1.0f32.next_down()];
+        let sums: Vec<f32> = (0..1000)
+            .map(|_| values[(next() >> 60) as usize % 6])
+            .collect();
+        let (mut portable, mut kept_portable) = (sums.clone(), Vec::new());
+        collect_reaching(&mut portable, 0, 1.0, &mut kept_portable);
+        let (mut fast, mut kept_fast) = (sums.clone(), Vec::new());
+        let done = simd::collect_reaching(&mut fast, 1.0, &mut kept_fast);
+        collect_reaching(&mut fast[done..], done, 1.0, &mut kept_fast);
+        assert_eq!(kept_fast, kept_portable);
+        assert_eq!(fast, portable);
+        assert!(!kept_fast.is_empty() && kept_fast.len() < sums.len());
     }
-    low + docs[low..high.min(docs.len())].partition_point(|&d| d < doc)
 }
