@@ -1,6 +1,7 @@
 //! flex's element-wise and row operations that every encoder layer runs, split over rayon's
 //! threads: the exact GELU and its gradient, LayerNorm, the bias and residual adds, attention's
-//! scaled and masked scores, and the max over a text's tokens that SPLADE's pooling takes.
+//! scaled and masked scores, the max over a text's tokens that SPLADE's pooling takes, and
+//! AdamW's update of the parameters.
 //!
 //! Why: burn-flex 0.22.1 runs its unary, binary and scalar operations on the calling thread, so
 //! while a layer's GELU, norms and bias adds ran the other core sat idle, about a quarter of an
@@ -9,6 +10,7 @@
 //! results are flex's bit for bit, which the tests check; a tensor that is not f32 and
 //! contiguous is handed back for flex to compute.
 
+use crate::adamw::AdamWStep;
 use burn::tensor::{Bytes, DType};
 use burn_flex::simd::kernels::sum_rows_f32;
 use burn_flex::{FlexTensor, Layout};
@@ -327,6 +329,57 @@ pub fn scaled_scores(
             }
         });
     Ok(scores)
+}
+
+/// Whether [`adamw`] takes these: contiguous f32 buffers of one length.
+pub fn adamw_applies(
+    parameters: &FlexTensor,
+    gradient: &FlexTensor,
+    moments: Option<&(FlexTensor, FlexTensor)>,
+) -> bool {
+    let len = parameters.layout().num_elements();
+    let fits = |x: &FlexTensor| f32_span(x).is_some() && x.layout().num_elements() == len;
+    fits(parameters) && fits(gradient) && moments.is_none_or(|(m, v)| fits(m) && fits(v))
+}
+
+/// burn's AdamW step (`crate::adamw`) in one pass over the four buffers: each element's
+/// operations those of burn's tensor operations, in their order and in f32. Returns
+/// `(parameters, first moment, second moment)`; the moments are updated in place where they
+/// own their storage. Takes what [`adamw_applies`] accepts.
+pub fn adamw(
+    parameters: FlexTensor,
+    gradient: &FlexTensor,
+    moments: Option<(FlexTensor, FlexTensor)>,
+    step: &AdamWStep,
+) -> (FlexTensor, FlexTensor, FlexTensor) {
+    let (beta_1, beta_2, epsilon) = (step.beta_1, step.beta_2, step.epsilon);
+    let (factor_1, factor_2) = (1.0 - beta_1, 1.0 - beta_2);
+    let (correction_1, correction_2) = step.corrections();
+    let (keep, lr) = (step.decay(), step.lr as f32);
+    let first = moments.is_none();
+    let (mut m, mut v) = match moments {
+        Some((m, v)) => (owned(m), owned(v)),
+        None => (owned(gradient.clone()), owned(gradient.clone())),
+    };
+    let mut p = owned(parameters);
+    let g = values(gradient);
+    (p.storage_mut::<f32>().par_chunks_mut(CHUNK))
+        .zip(m.storage_mut::<f32>().par_chunks_mut(CHUNK))
+        .zip(v.storage_mut::<f32>().par_chunks_mut(CHUNK))
+        .zip(g.par_chunks(CHUNK))
+        .for_each(|(((p, m), v), g)| {
+            for (((p, m), v), &g) in p.iter_mut().zip(m).zip(v).zip(g) {
+                let (new_1, new_2) = (g * factor_1, (g * g) * factor_2);
+                (*m, *v) = match first {
+                    true => (new_1, new_2),
+                    false => (*m * beta_1 + new_1, *v * beta_2 + new_2),
+                };
+                let delta = (*m / correction_1) / ((*v / correction_2).sqrt() + epsilon);
+                let decayed = keep.map_or(*p, |keep| *p * keep);
+                *p = decayed - delta * lr;
+            }
+        });
+    (p, m, v)
 }
 
 /// The span of storage `x`'s elements occupy, where `x` is contiguous f32.

@@ -1,7 +1,7 @@
 //! AdamW over flat buffers: the model's parameters are slices of f32 tensors (the masters; one on
 //! a GPU, buffers of a few MiB on the host), a step gathers the gradients into as many more, and
-//! burn's AdamW updates each in one pass, where a per-parameter optimiser launched a few kernels
-//! for each of ~200 tensors.
+//! burn's AdamW (as `lsr_compute::adamw` computes it: one pass on flex) updates each, where a
+//! per-parameter optimiser launched a few kernels for each of ~200 tensors.
 //! The checkpoint record stays burn's per-parameter one (`ModuleOptimizer`'s burnpack: tensors
 //! `{id}.momentum.moment_1|2`, scalars `{id}.__rank`, `{id}.momentum.time`, metadata `{id}` →
 //! module path), so checkpoints written before the flat buffer resume, and the other way round.
@@ -10,13 +10,12 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use burn::module::{Module, ModuleMapper, ModuleVisitor, Param, ParamId};
-use burn::optim::{
-    AdamW, AdamWConfig, AdamWState, AdaptiveMomentumState, GradientsParams, Optimizer,
-};
+use burn::optim::{AdamWState, AdaptiveMomentumState, GradientsParams};
 use burn::prelude::*;
 use burn::tensor::{DType, TensorData};
 use burn_pack::{Reader, Scalar, Writer};
 use lsr_backbone::MaskedLm;
+use lsr_compute::adamw::{AdamWStep, adamw};
 use lsr_compute::launches::DeviceLimits;
 use lsr_compute::precision::Copies;
 
@@ -46,18 +45,19 @@ const GROUP: usize = 28;
 /// 1.1-1.3x slower than per parameter. On a GPU one buffer, each operation one launch.
 const HOST_BUFFER: usize = 4 << 20;
 
-/// AdamW with every hyperparameter from the recipe (burn's own defaults differ from PyTorch's:
-/// eps 1e-5, weight decay 1e-4). Decay applies to every parameter, as in naver/splade.
-fn adamw(recipe: &Recipe) -> AdamW {
-    AdamWConfig::new()
-        .with_beta_1(recipe.beta1 as f32)
-        .with_beta_2(recipe.beta2 as f32)
-        .with_epsilon(recipe.eps as f32)
-        .with_weight_decay(recipe.weight_decay as f32)
-        .with_cautious_weight_decay(false)
-        .with_amsgrad(false)
-        .with_grad_clipping(None)
-        .build()
+/// AdamW's step `time` at learning rate `lr`, every hyperparameter from the recipe (burn's own
+/// defaults differ from PyTorch's: eps 1e-5, weight decay 1e-4). Decay applies to every
+/// parameter, as in naver/splade; no AMSGrad, no cautious decay, no clipping here (the trainer
+/// clips the flat gradient).
+fn adamw_step(recipe: &Recipe, lr: f64, time: usize) -> AdamWStep {
+    AdamWStep {
+        beta_1: recipe.beta1 as f32,
+        beta_2: recipe.beta2 as f32,
+        epsilon: recipe.eps as f32,
+        time: i32::try_from(time).expect("fewer than 2^31 steps"),
+        lr,
+        weight_decay: recipe.weight_decay as f32,
+    }
 }
 
 /// One parameter's place in the flat buffer.
@@ -274,7 +274,7 @@ impl FlatGradient {
 
 /// AdamW whose parameters, gradients and moments are flat buffers.
 pub struct FlatAdamW {
-    adamw: AdamW,
+    recipe: Recipe,
     layout: Layout,
     /// The parameters, whose slices the model's parameters are: one tensor per buffer.
     masters: Vec<Tensor<1>>,
@@ -296,7 +296,7 @@ impl FlatAdamW {
         let layout = Layout::of(&model, cap, align);
         let masters = layout.gather(layout.parameters(&model), &device.inner());
         let optimizer = Self {
-            adamw: adamw(recipe),
+            recipe: recipe.clone(),
             states: masters.iter().map(|_| None).collect(),
             layout,
             masters,
@@ -348,8 +348,13 @@ impl FlatAdamW {
             .zip(&mut self.states);
         let stepped: Vec<Tensor<1>> = buffers
             .map(|((master, gradient), state)| {
-                let (master, next) = self.adamw.step(lr, master, gradient, state.take());
-                *state = next;
+                let moments = state.take().map(|s| s.momentum);
+                let time = moments.as_ref().map_or(1, |m| m.time + 1);
+                let moments = moments.map(|m| (m.moment_1, m.moment_2));
+                let step = adamw_step(&self.recipe, lr, time);
+                let (master, moment_1, moment_2) = adamw(master, gradient, moments, step);
+                let momentum = AdaptiveMomentumState::new(time, moment_1, moment_2);
+                *state = Some(AdamWState::new(momentum));
                 master
             })
             .collect();
