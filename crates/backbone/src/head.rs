@@ -11,6 +11,7 @@ use burn::tensor::DType;
 use crate::error::{BackboneError, Result};
 use crate::layers::Activation;
 use crate::weights::{Init, Weights};
+use lsr_compute::block::block;
 use lsr_compute::launches::{Region, mark};
 use lsr_compute::norm::LayerNorm;
 use lsr_compute::norm::{RowVector, add_rows, row_vector};
@@ -174,9 +175,7 @@ impl MlmHead {
         let mut tiles: Vec<Tensor<2>> = (0..vocab)
             .step_by(tile.max(1))
             .map(|start| {
-                let rows = decoder
-                    .clone()
-                    .slice_dim(0, start..(start + tile).min(vocab));
+                let rows = block(decoder.clone(), 0, start..(start + tile).min(vocab));
                 max(matmul_transposed(flat.clone(), rows, dtype))
             })
             .collect();

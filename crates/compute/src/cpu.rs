@@ -11,6 +11,8 @@
 //! contiguous is handed back for flex to compute.
 
 use crate::adamw::AdamWStep;
+use std::mem::MaybeUninit;
+
 use burn::tensor::{Bytes, DType};
 use burn_flex::simd::kernels::sum_rows_f32;
 use burn_flex::{FlexTensor, Layout};
@@ -331,6 +333,61 @@ pub fn scaled_scores(
     Ok(scores)
 }
 
+/// The matrix of `total` rows (`dim` 0) or columns (`dim` 1): `block` (contiguous f32) from
+/// `start` along `dim`, zeros elsewhere, each element written once; `Err(block)` where `block`
+/// is not contiguous f32 or does not fit.
+pub fn place_block(
+    block: FlexTensor,
+    dim: usize,
+    total: usize,
+    start: usize,
+) -> Result<FlexTensor, FlexTensor> {
+    let Some(mut shape) = rows_of(&block) else {
+        return Err(block);
+    };
+    let len = std::mem::replace(&mut shape[dim], total);
+    if dim > 1 || start + len > total {
+        return Err(block);
+    }
+    let [rows, width] = shape;
+    // Each output row: its columns before the block, the block's row, the columns after; a
+    // row outside a block of rows is all zeros.
+    let (lead, run) = if dim == 1 { (start, len) } else { (0, width) };
+    let source = values(&block);
+    let per_task = rows_per_task(width);
+    let mut out: Vec<f32> = Vec::with_capacity(rows * width);
+    (out.spare_capacity_mut()[..rows * width].par_chunks_mut(per_task * width))
+        .enumerate()
+        .for_each(|(task, out)| {
+            for (i, out) in out.chunks_exact_mut(width).enumerate() {
+                let row = task * per_task + i;
+                let from = match dim {
+                    0 => (start..start + len)
+                        .contains(&row)
+                        .then(|| (row - start) * width),
+                    _ => Some(row * len),
+                };
+                let Some(from) = from else {
+                    out.fill(MaybeUninit::new(0.0));
+                    continue;
+                };
+                let (before, rest) = out.split_at_mut(lead);
+                let (middle, after) = rest.split_at_mut(run);
+                before.fill(MaybeUninit::new(0.0));
+                let values = &source[from..from + run];
+                middle
+                    .iter_mut()
+                    .zip(values)
+                    .for_each(|(o, &v)| _ = o.write(v));
+                after.fill(MaybeUninit::new(0.0));
+            }
+        });
+    // SAFETY: the tasks above wrote each of the first rows · width elements.
+    unsafe { out.set_len(rows * width) };
+    let layout = Layout::contiguous([rows, width].into());
+    Ok(FlexTensor::new(Bytes::from_elems(out), layout, DType::F32))
+}
+
 /// Whether [`adamw`] takes these: contiguous f32 buffers of one length.
 pub fn adamw_applies(
     parameters: &FlexTensor,
@@ -398,11 +455,16 @@ fn rows_of(x: &FlexTensor) -> Option<[usize; 2]> {
     }
 }
 
-/// A contiguous f32 `x` that owns exactly its elements: itself, or a copy of them.
+/// A contiguous f32 `x` that owns exactly its elements: itself, or a copy of them (made on
+/// every thread: AdamW copies each parameter buffer the model's views share).
 fn owned(x: FlexTensor) -> FlexTensor {
     match f32_span(&x) {
         Some((0, end)) if x.is_unique() && end == x.storage::<f32>().len() => x,
-        _ => contiguous(values(&x).to_vec(), &x),
+        _ => {
+            let mut copy = Vec::with_capacity(x.layout().num_elements());
+            (values(&x).par_iter().with_min_len(CHUNK).copied()).collect_into_vec(&mut copy);
+            contiguous(copy, &x)
+        }
     }
 }
 

@@ -1,7 +1,7 @@
 //! How lsr computes on a device, below every model: the choice of burn device (`device.rs`),
 //! the erf GELU with its exact gradient on every backend (`activation.rs`), flex's element-wise
 //! and row operations split over its threads (`cpu.rs`), AdamW's update as one operation
-//! (`adamw.rs`),
+//! (`adamw.rs`), blocks of a matrix whose gradient is placed in one pass (`block.rs`),
 //! the one entry point of every product and how it is computed (`matmul/`: `LSR_MATMUL`, burn's
 //! matmul, cuBLASLt on CUDA or a CPU BLAS on flex), attention and its fused kernels (`attention/`: `LSR_ATTENTION`),
 //! dropout and the seeding of its masks (`dropout.rs`), the arithmetic a model runs in
@@ -15,6 +15,7 @@
 pub mod activation;
 pub mod adamw;
 pub mod attention;
+pub mod block;
 pub mod cpu;
 pub mod device;
 pub mod dropout;

@@ -114,10 +114,10 @@ pub fn merge_heads(x: Tensor<4>) -> Tensor<2> {
 }
 
 /// The `[B·L, 3H]` rows of a q | k | v projection → q, k and v as `[B, heads, L, H / heads]`
-/// views of it.
+/// views of it (`crate::block`: their gradients placed in the projection's in one pass on flex).
 pub fn split_qkv(qkv: Tensor<2>, batch: usize, heads: usize) -> [Tensor<4>; 3] {
     let hidden = qkv.dims()[1] / 3;
-    let part = |i: usize| qkv.clone().slice_dim(1, i * hidden..(i + 1) * hidden);
+    let part = |i: usize| crate::block::block(qkv.clone(), 1, i * hidden..(i + 1) * hidden);
     [0, 1, 2].map(|i| split_heads(part(i), batch, heads))
 }
 

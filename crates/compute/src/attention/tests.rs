@@ -133,3 +133,56 @@ fn composed_softmax_is_f32_and_the_output_is_in_the_input_dtype() {
         assert!((a - b).abs() <= 2e-2, "{a} vs {b}");
     }
 }
+
+/// The q, k and v blocks of a projection: on flex's autodiff device, their values and the
+/// projection's gradient (each block's placed in one pass) are those of burn's slices, bit for
+/// bit; on every test device the gradient is each block's in its columns.
+#[test]
+fn the_projections_blocks_and_their_gradient_are_burns_slices() {
+    let (batch, heads, len, dim) = (2, 3, 5, 4);
+    let width = 3 * heads * dim;
+    let devices = std::iter::once(Device::flex().autodiff())
+        .chain(test_devices().into_iter().map(|d| d.autodiff()));
+    for device in devices {
+        let values_at = |seed: usize| -> Vec<f32> {
+            (0..batch * len * width)
+                .map(|i| (((i * 7919 + seed * 104_729) % 1000) as f32 - 500.0) / 37.0)
+                .collect()
+        };
+        let tensor =
+            |v: Vec<f32>| Tensor::<2>::from_data(TensorData::new(v, [batch * len, width]), &device);
+        let (qkv, weights) = (tensor(values_at(1)).require_grad(), tensor(values_at(2)));
+        let reference = qkv.clone().detach().require_grad();
+        let hidden = width / 3;
+        let weighted = |parts: [Tensor<4>; 3]| -> Tensor<1> {
+            let [w_q, w_k, w_v] = split_qkv(weights.clone(), batch, heads);
+            (parts[0].clone() * w_q + parts[1].clone() * w_k.exp() + parts[2].clone() * w_v).sum()
+        };
+        let ours = split_qkv(qkv.clone(), batch, heads);
+        let sliced = [0, 1, 2].map(|i| {
+            let part = reference.clone().slice_dim(1, i * hidden..(i + 1) * hidden);
+            split_heads(part, batch, heads)
+        });
+        for (a, b) in ours.iter().zip(&sliced) {
+            assert_eq!(
+                values(a.clone()),
+                values(b.clone()),
+                "{device:?}: the blocks"
+            );
+        }
+        let grads = weighted(ours).backward();
+        let expected = weighted(sliced).backward();
+        let (got, want) = (qkv.grad(&grads), reference.grad(&expected));
+        let bits = |t: Option<Tensor<2>>| -> Vec<u32> {
+            values(t.expect("a gradient"))
+                .into_iter()
+                .map(f32::to_bits)
+                .collect()
+        };
+        assert_eq!(
+            bits(got),
+            bits(want),
+            "{device:?}: the projection's gradient"
+        );
+    }
+}
