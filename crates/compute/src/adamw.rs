@@ -26,6 +26,24 @@ pub struct AdamWStep {
 }
 
 impl AdamWStep {
+    pub fn new(
+        beta_1: f32,
+        beta_2: f32,
+        epsilon: f32,
+        time: i32,
+        lr: f64,
+        weight_decay: f32,
+    ) -> Self {
+        Self {
+            beta_1,
+            beta_2,
+            epsilon,
+            time,
+            lr,
+            weight_decay,
+        }
+    }
+
     /// `1 − β₁ᵗ` and `1 − β₂ᵗ`: the moments' bias corrections.
     pub fn corrections(&self) -> (f32, f32) {
         (
@@ -96,14 +114,7 @@ pub trait AdamWOps: Backend {
         lr: f64,
         weight_decay: f32,
     ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
-        let step = AdamWStep {
-            beta_1,
-            beta_2,
-            epsilon,
-            time,
-            lr,
-            weight_decay,
-        };
+        let step = AdamWStep::new(beta_1, beta_2, epsilon, time, lr, weight_decay);
         let moments = (!first).then_some((moment_1, moment_2));
         composed::<Self>(parameters, gradient, moments, step)
     }
@@ -123,14 +134,7 @@ impl AdamWOps for Flex {
         lr: f64,
         weight_decay: f32,
     ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
-        let step = AdamWStep {
-            beta_1,
-            beta_2,
-            epsilon,
-            time,
-            lr,
-            weight_decay,
-        };
+        let step = AdamWStep::new(beta_1, beta_2, epsilon, time, lr, weight_decay);
         let moments = (!first).then_some((moment_1, moment_2));
         if crate::cpu::adamw_applies(&parameters, &gradient, moments.as_ref()) {
             return crate::cpu::adamw(parameters, &gradient, moments, &step);
