@@ -246,14 +246,24 @@ pub fn norm_input_gradient(
     Some(contiguous(dx, dy))
 }
 
-/// The max over each of `groups` consecutive blocks of rows of `[rows, width]` `x` plus each
-/// row's offset (`[rows, 1]`), as flex's broadcast add and `max_dim` take it: a block's first
-/// row, replaced by each later one that is greater or NaN, a NaN kept. `[groups, width]`.
+/// The max over each of `groups` consecutive blocks of the `[rows, width]` rows of `x`, each
+/// row shifted by its offset (`[rows, 1]`) first, as flex's broadcast add and `max_dim` compute
+/// it: `[groups, width]`, the first maximum winning and a NaN winning as in `max_dim`.
 pub fn group_max(
     x: FlexTensor,
     offsets: FlexTensor,
     groups: usize,
 ) -> Result<FlexTensor, (FlexTensor, FlexTensor)> {
+    group_max_rows(x, offsets, groups).map(|(maxima, _)| maxima)
+}
+
+/// [`group_max`] and, as f32, the row within its group of each maximum, the one
+/// `max_dim_with_indices` gives (exact up to 2^24 rows a group).
+pub fn group_max_rows(
+    x: FlexTensor,
+    offsets: FlexTensor,
+    groups: usize,
+) -> Result<(FlexTensor, FlexTensor), (FlexTensor, FlexTensor)> {
     let (Some([rows, width]), Some(_)) = (rows_of(&x), f32_span(&offsets)) else {
         return Err((x, offsets));
     };
@@ -263,15 +273,18 @@ pub fn group_max(
     let per_group = rows / groups;
     let (xs, shifts) = (values(&x), values(&offsets));
     let mut out = vec![0.0f32; groups * width];
+    let mut best_rows = vec![0.0f32; groups * width];
     out.par_chunks_mut(width)
+        .zip(best_rows.par_chunks_mut(width))
         .enumerate()
-        .for_each(|(group, maxima)| {
+        .for_each(|(group, (maxima, best))| {
             // Columns in blocks, so that both threads share a group's rows while each block's
             // maxima stay in the cache across them.
             maxima
                 .par_chunks_mut(COLUMNS)
+                .zip(best.par_chunks_mut(COLUMNS))
                 .enumerate()
-                .for_each(|(block, maxima)| {
+                .for_each(|(block, (maxima, best))| {
                     let first = group * per_group;
                     let column = block * COLUMNS;
                     let len = maxima.len();
@@ -280,16 +293,53 @@ pub fn group_max(
                         *m = v + shifts[first];
                     }
                     for r in first + 1..first + per_group {
-                        for (m, v) in maxima.iter_mut().zip(row(r)) {
+                        for (c, (m, v)) in maxima.iter_mut().zip(row(r)).enumerate() {
                             let v = v + shifts[r];
                             if !m.is_nan() && (v.is_nan() || v > *m) {
                                 *m = v;
+                                best[c] = (r - first) as f32;
                             }
                         }
                     }
                 });
         });
     let layout = Layout::contiguous([groups, width].into());
+    let tensor =
+        |values: Vec<f32>| FlexTensor::new(Bytes::from_elems(values), layout.clone(), DType::F32);
+    Ok((tensor(out), tensor(best_rows)))
+}
+
+/// The gradient of a group max (`[groups, width]` `dy`) for its `[groups · per_group, width]`
+/// input: `0 + dy` in the row `rows` names for each group and column, 0 elsewhere, as
+/// `max_dim`'s backward scatter-adds it into zeros; each element written once.
+pub fn place_group_max_gradient(
+    dy: FlexTensor,
+    rows: &FlexTensor,
+    per_group: usize,
+) -> Result<FlexTensor, FlexTensor> {
+    let (Some([groups, width]), Some(shape)) = (rows_of(&dy), rows_of(rows)) else {
+        return Err(dy);
+    };
+    if shape != [groups, width] {
+        return Err(dy);
+    }
+    let (dy_values, best) = (values(&dy), values(rows));
+    let mut out: Vec<f32> = Vec::with_capacity(groups * per_group * width);
+    (out.spare_capacity_mut()[..groups * per_group * width].par_chunks_mut(width))
+        .enumerate()
+        .for_each(|(row, out)| {
+            let (group, within) = (row / per_group, (row % per_group) as f32);
+            let (dy, best) = (
+                &dy_values[group * width..][..width],
+                &best[group * width..][..width],
+            );
+            for ((o, &g), &b) in out.iter_mut().zip(dy).zip(best) {
+                o.write(if b == within { 0.0 + g } else { 0.0 });
+            }
+        });
+    // SAFETY: the tasks above wrote each of the groups · per_group · width elements.
+    unsafe { out.set_len(groups * per_group * width) };
+    let layout = Layout::contiguous([groups * per_group, width].into());
     Ok(FlexTensor::new(Bytes::from_elems(out), layout, DType::F32))
 }
 

@@ -168,6 +168,57 @@ fn a_tracked_group_max_sends_each_gradient_to_its_maximum() {
     assert_eq!(gradient, [0.0, 2.0, 1.0, 0.0, 3.0, 4.0, 0.0, 0.0]);
 }
 
+/// With ties, a NaN, zeros of both signs in `dy` and more columns than a task takes: the
+/// tracked group max and its gradient are burn's `max_dim` and its backward, bit for bit.
+#[test]
+fn the_group_max_and_its_gradient_are_max_dims_bit_for_bit() {
+    let device = Device::flex().autodiff();
+    let (groups, per_group, width) = (3, 5, 2500);
+    let values: Vec<f32> = (0..groups * per_group * width)
+        .map(|i| match i % 1009 {
+            0 => f32::NAN,
+            _ => ((i * 7919) % 13) as f32 - 6.0,
+        })
+        .collect();
+    let x = Tensor::<2>::from_data(
+        TensorData::new(values, [groups * per_group, width]),
+        &device,
+    );
+    let shifts: Vec<f32> = (0..groups * per_group)
+        .map(|r| (r % 3) as f32 * 0.5)
+        .collect();
+    let offsets = Tensor::<2>::from_data(TensorData::new(shifts, [groups * per_group, 1]), &device);
+    let weights: Vec<f32> = (0..groups * width)
+        .map(|i| match i % 7 {
+            0 => -0.0,
+            k => k as f32 - 3.5,
+        })
+        .collect();
+    let weights = Tensor::<2>::from_data(TensorData::new(weights, [groups, width]), &device);
+    let (ours, reference) = (x.clone().require_grad(), x.require_grad());
+    let pooled = crate::norm::group_max(ours.clone(), offsets.clone(), groups);
+    let expected = (reference.clone() + offsets)
+        .reshape([groups, per_group, width])
+        .max_dim(1)
+        .reshape([groups, width]);
+    let to_bits = |t: Tensor<2>| -> Vec<u32> {
+        let v: Vec<f32> = t.into_data().convert::<f32>().try_into_vec().unwrap();
+        v.into_iter().map(f32::to_bits).collect()
+    };
+    assert_eq!(
+        to_bits(pooled.clone()),
+        to_bits(expected.clone()),
+        "the maxima"
+    );
+    let grads = (pooled * weights.clone()).sum().backward();
+    let reference_grads = (expected * weights).sum().backward();
+    assert_eq!(
+        to_bits(ours.grad(&grads).unwrap()),
+        to_bits(reference.grad(&reference_grads).unwrap()),
+        "the gradient"
+    );
+}
+
 #[test]
 fn scaled_and_masked_scores_are_flexs_bit_for_bit() {
     use crate::attention::composed::ScoreOps;

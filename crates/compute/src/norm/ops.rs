@@ -17,6 +17,7 @@ use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
 use burn::backend::ops::FloatTensorOps;
 use burn::backend::tensor::FloatTensor;
 use burn::backend::{Autodiff, Backend, Flex, TensorMetadata, backend_extension};
+use burn::tensor::{IndexingUpdateOp, IntDType};
 
 /// `[rows, width]` operations over rows, with their gradients.
 #[backend_extension(
@@ -109,6 +110,28 @@ pub trait RowOps: Backend {
     ) -> FloatTensor<Self> {
         composed_group_max::<Self>(x, offsets, groups)
     }
+
+    /// [`Self::row_group_max`] and each maximum's row within its group as f32, the row
+    /// `max_dim_with_indices` names: `([groups, width], [groups, width])`.
+    #[fusion(default)]
+    fn row_group_max_rows(
+        x: FloatTensor<Self>,
+        offsets: FloatTensor<Self>,
+        groups: usize,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        composed_group_max_rows::<Self>(x, offsets, groups)
+    }
+
+    /// The gradient of [`Self::row_group_max`] for `x` from `dy` (`[groups, width]`): `dy` in
+    /// the rows [`Self::row_group_max_rows`] named, zeros elsewhere, as `max_dim`'s backward.
+    #[fusion(default)]
+    fn row_group_max_gradient(
+        dy: FloatTensor<Self>,
+        rows: FloatTensor<Self>,
+        per_group: usize,
+    ) -> FloatTensor<Self> {
+        composed_group_max_gradient::<Self>(dy, rows, per_group)
+    }
 }
 
 /// flex runs these split over rayon's threads (`crate::cpu`), where its own operations run on
@@ -185,6 +208,24 @@ impl RowOps for Flex {
         crate::cpu::group_max(x, offsets, groups)
             .unwrap_or_else(|(x, offsets)| composed_group_max::<Self>(x, offsets, groups))
     }
+
+    fn row_group_max_rows(
+        x: FloatTensor<Self>,
+        offsets: FloatTensor<Self>,
+        groups: usize,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        crate::cpu::group_max_rows(x, offsets, groups)
+            .unwrap_or_else(|(x, offsets)| composed_group_max_rows::<Self>(x, offsets, groups))
+    }
+
+    fn row_group_max_gradient(
+        dy: FloatTensor<Self>,
+        rows: FloatTensor<Self>,
+        per_group: usize,
+    ) -> FloatTensor<Self> {
+        crate::cpu::place_group_max_gradient(dy, &rows, per_group)
+            .unwrap_or_else(|dy| composed_group_max_gradient::<Self>(dy, rows, per_group))
+    }
 }
 
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
@@ -218,6 +259,42 @@ fn composed_group_max<B: Backend>(
     let shifted = B::float_add(x, offsets);
     let grouped = B::float_reshape(shifted, [groups, rows / groups, width].into());
     B::float_reshape(B::float_max_dim(grouped, 1), [groups, width].into())
+}
+
+/// [`composed_group_max`] through `max_dim_with_indices`, the rows as f32.
+fn composed_group_max_rows<B: Backend>(
+    x: FloatTensor<B>,
+    offsets: FloatTensor<B>,
+    groups: usize,
+) -> (FloatTensor<B>, FloatTensor<B>) {
+    let shape = x.shape();
+    let (rows, width) = (shape[0], shape[1]);
+    let shifted = B::float_add(x, offsets);
+    let grouped = B::float_reshape(shifted, [groups, rows / groups, width].into());
+    let (maxima, indices) = B::float_max_dim_with_indices(grouped, 1, IntDType::I64);
+    let flat = |t| B::float_reshape(t, [groups, width].into());
+    let dtype = maxima.dtype().into();
+    (flat(maxima), flat(B::int_into_float(indices, dtype)))
+}
+
+/// `max_dim`'s backward (burn-autodiff's `MaxMinDim`): `dy` scatter-added into zeros of the
+/// grouped input's shape at the rows named.
+fn composed_group_max_gradient<B: Backend>(
+    dy: FloatTensor<B>,
+    rows: FloatTensor<B>,
+    per_group: usize,
+) -> FloatTensor<B> {
+    let shape = dy.shape();
+    let (groups, width) = (shape[0], shape[1]);
+    let one = |t| B::float_reshape(t, [groups, 1, width].into());
+    let indices = B::float_into_int(one(rows), IntDType::I64);
+    let zeros = B::float_zeros(
+        [groups, per_group, width].into(),
+        &dy.device(),
+        dy.dtype().into(),
+    );
+    let placed = B::float_scatter(1, zeros, indices, one(dy), IndexingUpdateOp::Add);
+    B::float_reshape(placed, [groups * per_group, width].into())
 }
 
 /// `((x − mean) / std, std)` per row, `std = √(var + epsilon)` `[rows, 1]`: the operations of
@@ -363,6 +440,23 @@ impl<B: Backend> Backward<B, 2> for RowAdd {
     }
 }
 
+/// The group max's backward: `dy` in each maximum's row.
+#[derive(Debug)]
+struct GroupMax;
+
+impl<B: Backend + RowOps> Backward<B, 1> for GroupMax {
+    /// Each maximum's row within its group (f32, `[groups, width]`), and the rows a group.
+    type State = (FloatTensor<B>, usize);
+
+    fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let dy = grads.consume::<B>(&ops.node);
+        let (rows, per_group) = ops.state;
+        if let [Some(x)] = &ops.parents {
+            grads.register::<B>(x.id, B::row_group_max_gradient(dy, rows, per_group));
+        }
+    }
+}
+
 /// The sum's backward: `dy` to both terms.
 #[derive(Debug)]
 struct SameShapeSum;
@@ -446,17 +540,26 @@ impl<B: Backend + RowOps, C: CheckpointStrategy> RowOps for Autodiff<B, C> {
             .stateless(sum)
     }
 
-    /// Recorded as burn's own operations where a gradient flows (their backward routes it to
-    /// each max's row); the backend's where none does.
+    /// With a gradient for `x` only, one operation whose backward places `dy` in each
+    /// maximum's row (`row_group_max_gradient`); with one for the offsets, burn's own
+    /// operations; without, the backend's.
     fn row_group_max(
         x: FloatTensor<Self>,
         offsets: FloatTensor<Self>,
         groups: usize,
     ) -> FloatTensor<Self> {
-        if x.is_tracked() || offsets.is_tracked() {
+        if offsets.is_tracked() {
             return composed_group_max::<Self>(x, offsets, groups);
         }
-        let (x, offsets) = (Self::inner(x), Self::inner(offsets));
-        Self::from_inner(B::row_group_max(x, offsets, groups))
+        let per_group = x.shape()[0] / groups.max(1);
+        let node = [x.node()];
+        let (x, offsets) = (x.into_primitive(), Self::inner(offsets));
+        match GroupMax.prepare::<C>(node).compute_bound().stateful() {
+            OpsKind::Tracked(prep) => {
+                let (maxima, rows) = B::row_group_max_rows(x, offsets, groups);
+                prep.finish((rows, per_group), maxima)
+            }
+            OpsKind::UnTracked(prep) => prep.finish(B::row_group_max(x, offsets, groups)),
+        }
     }
 }
