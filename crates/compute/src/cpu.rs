@@ -1,7 +1,7 @@
 //! flex's element-wise and row operations that every encoder layer runs, split over rayon's
 //! threads: the exact GELU and its gradient, LayerNorm, the bias and residual adds, attention's
-//! scaled and masked scores, the max over a text's tokens that SPLADE's pooling takes, and
-//! AdamW's update of the parameters.
+//! scaled and masked scores and its softmax with their gradients, dropout's mask, the max over
+//! a text's tokens that SPLADE's pooling takes, and AdamW's update of the parameters.
 //!
 //! Why: burn-flex 0.22.1 runs its unary, binary and scalar operations on the calling thread, so
 //! while a layer's GELU, norms and bias adds ran the other core sat idle, about a quarter of an
@@ -14,7 +14,7 @@ use crate::adamw::AdamWStep;
 use std::mem::MaybeUninit;
 
 use burn::tensor::{Bytes, DType};
-use burn_flex::simd::kernels::sum_rows_f32;
+use burn_flex::simd::kernels::{max_f32, sum_rows_f32};
 use burn_flex::{FlexTensor, Layout};
 use rayon::prelude::*;
 
@@ -383,6 +383,87 @@ pub fn scaled_scores(
     Ok(scores)
 }
 
+/// Softmax over the last axis of `x` as burn composes it (`norm::ops::composed_softmax_kept`):
+/// the row's max subtracted, `exp`, the row sum by flex's `sum_dim`, the division; with what
+/// its backward keeps: `(p, e, sums)`, `e = exp(x − max)` (in `x`'s storage where `x` owns
+/// it) and the row sums `[.., 1]`. `Err(x)` where `x` is not contiguous f32.
+pub fn softmax_kept(x: FlexTensor) -> Result<(FlexTensor, FlexTensor, FlexTensor), FlexTensor> {
+    let Some(width) = last_width(&x) else {
+        return Err(x);
+    };
+    let rows = x.layout().num_elements() / width;
+    let mut e = owned(x);
+    let mut p = vec![0.0f32; rows * width];
+    let mut sums = vec![0.0f32; rows];
+    let per_task = rows_per_task(width);
+    e.storage_mut::<f32>()
+        .par_chunks_mut(per_task * width)
+        .zip(p.par_chunks_mut(per_task * width))
+        .zip(sums.par_chunks_mut(per_task))
+        .for_each(|((e, p), sums)| {
+            let rows = e.chunks_exact_mut(width).zip(p.chunks_exact_mut(width));
+            for ((e, p), sum) in rows.zip(sums) {
+                // A NaN anywhere makes the max NaN, as flex's `max_dim` does.
+                let max = max_f32(e);
+                e.iter_mut().for_each(|v| *v = (*v - max).exp());
+                *sum = row_sum(e);
+                p.iter_mut().zip(e.iter()).for_each(|(p, &e)| *p = e / *sum);
+            }
+        });
+    let mut sums_shape = e.layout().shape().to_vec();
+    *sums_shape.last_mut().expect("a softmax axis") = 1;
+    let sums = FlexTensor::new(
+        Bytes::from_elems(sums),
+        Layout::contiguous(sums_shape.into()),
+        DType::F32,
+    );
+    Ok((contiguous(p, &e), e, sums))
+}
+
+/// The softmax's input gradient from `dp` and the kept `e` and row `sums`, in the operations
+/// and order burn's autodiff takes through the composed softmax
+/// (`norm::ops::composed_softmax_gradient`): through the division `dp · (1 / sum)`, through the
+/// sum the row sum of `dp · (−e / sum²)`, their sum times `e` for `exp`. `None` where a tensor
+/// is not contiguous f32 of those shapes.
+pub fn softmax_input_gradient(
+    dp: &FlexTensor,
+    e: &FlexTensor,
+    sums: &FlexTensor,
+) -> Option<FlexTensor> {
+    let width = last_width(dp)?;
+    let rows = dp.layout().num_elements() / width;
+    let fits = e.layout().shape() == dp.layout().shape()
+        && f32_span(e).is_some()
+        && f32_span(sums).is_some()
+        && sums.layout().num_elements() == rows;
+    if !fits {
+        return None;
+    }
+    let (dp_values, e_values, sums) = (values(dp), values(e), values(sums));
+    let per_task = rows_per_task(width);
+    let mut dx = vec![0.0f32; rows * width];
+    dx.par_chunks_mut(per_task * width)
+        .enumerate()
+        .for_each(|(task, dx)| {
+            for (i, dx) in dx.chunks_exact_mut(width).enumerate() {
+                let r = task * per_task + i;
+                let (dp, e) = (
+                    &dp_values[r * width..][..width],
+                    &e_values[r * width..][..width],
+                );
+                let (recip, square) = (1.0 / sums[r], sums[r] * sums[r]);
+                for ((t, &d), &e) in dx.iter_mut().zip(dp).zip(e) {
+                    *t = d * (-e / square);
+                }
+                let through_sum = row_sum(dx);
+                for ((t, &d), &e) in dx.iter_mut().zip(dp).zip(e) {
+                    *t = (d * recip + through_sum) * e;
+                }
+            }
+        });
+    Some(contiguous(dx, dp))
+}
+
 /// The matrix of `total` rows (`dim` 0) or columns (`dim` 1): `block` (contiguous f32) from
 /// `start` along `dim`, zeros elsewhere, each element written once; `Err(block)` where `block`
 /// is not contiguous f32 or does not fit.
@@ -494,6 +575,12 @@ fn f32_span(x: &FlexTensor) -> Option<(usize, usize)> {
     (x.dtype() == DType::F32)
         .then(|| x.layout().contiguous_offsets())
         .flatten()
+}
+
+/// The length of the last axis of contiguous f32 `x`, where it has elements.
+fn last_width(x: &FlexTensor) -> Option<usize> {
+    let width = *x.layout().shape().to_vec().last()?;
+    (f32_span(x).is_some() && width > 0).then_some(width)
 }
 
 /// `[rows, width]` of a contiguous f32 matrix.

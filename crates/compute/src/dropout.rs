@@ -1,9 +1,17 @@
 //! Dropout as transformers applies it in training, and the one call that seeds every mask a
 //! pass draws: burn's generator for the masks drawn as tensors, and the seeds of the fused
 //! attention's masks, which are hashes of their position (`attention/fused/kernels.rs`).
+//! Applying a drawn mask is one operation with its own backward ([`DropoutOps`]), which flex
+//! runs split over its threads where burn's multiplication and division ran on one.
 
 use std::sync::Mutex;
 
+use burn::backend::autodiff::checkpoint::base::Checkpointer;
+use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
+use burn::backend::autodiff::grads::Gradients;
+use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
+use burn::backend::tensor::FloatTensor;
+use burn::backend::{Autodiff, AutodiffBackend, Backend, Dispatch, Flex, backend_extension};
 use burn::prelude::*;
 use burn::tensor::Distribution;
 
@@ -22,12 +30,119 @@ impl Dropout {
         }
         let keep = 1.0 - self.0;
         let kept = x.random_like(Distribution::Bernoulli(keep));
-        (x * kept).div_scalar(keep)
+        Tensor::from_dispatch(<Dispatch as DropoutOps>::masked_scale(
+            x.into_dispatch(),
+            kept.into_dispatch(),
+            keep,
+        ))
     }
 
     /// Whether this dropout drops anything on `device`: a rate above 0, in training.
     pub fn applies(self, device: &Device) -> bool {
         self.0 > 0.0 && device.is_autodiff()
+    }
+}
+
+/// A drawn mask applied, `x · kept / keep`, with its gradient, as one operation.
+#[backend_extension(
+    Flex,
+    Cube: cfg(any(feature = "wgpu", feature = "cuda")),
+    Fusion: cfg(any(feature = "wgpu", feature = "cuda")),
+    Autodiff
+)]
+pub trait DropoutOps: Backend {
+    /// `x · kept / keep`, `kept` the mask of ones and zeros, `keep` = 1 − p: burn's
+    /// multiplication, then its division by the scalar.
+    #[fusion(default)]
+    fn masked_scale(x: FloatTensor<Self>, kept: FloatTensor<Self>, keep: f64) -> FloatTensor<Self> {
+        composed_scale::<Self>(x, kept, keep)
+    }
+
+    /// The gradient of [`Self::masked_scale`] for `x`, as autodiff takes it through the two:
+    /// `dy · (1 / keep)`, then `· kept`.
+    #[fusion(default)]
+    fn masked_scale_gradient(
+        dy: FloatTensor<Self>,
+        kept: FloatTensor<Self>,
+        keep: f64,
+    ) -> FloatTensor<Self> {
+        composed_scale_gradient::<Self>(dy, kept, keep)
+    }
+}
+
+impl DropoutOps for Flex {
+    fn masked_scale(x: FloatTensor<Self>, kept: FloatTensor<Self>, keep: f64) -> FloatTensor<Self> {
+        let keep32 = keep as f32;
+        crate::cpu::zip(x, kept, |x, k| x * k / keep32)
+            .unwrap_or_else(|(x, kept)| composed_scale::<Self>(x, kept, keep))
+    }
+
+    fn masked_scale_gradient(
+        dy: FloatTensor<Self>,
+        kept: FloatTensor<Self>,
+        keep: f64,
+    ) -> FloatTensor<Self> {
+        let scale = reciprocal(keep);
+        crate::cpu::zip(dy, kept, |d, k| d * scale * k)
+            .unwrap_or_else(|(dy, kept)| composed_scale_gradient::<Self>(dy, kept, keep))
+    }
+}
+
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+impl DropoutOps for burn_cubecl::CubeBackend {}
+
+fn composed_scale<B: Backend>(
+    x: FloatTensor<B>,
+    kept: FloatTensor<B>,
+    keep: f64,
+) -> FloatTensor<B> {
+    B::float_div_scalar(B::float_mul(x, kept), keep.into())
+}
+
+fn composed_scale_gradient<B: Backend>(
+    dy: FloatTensor<B>,
+    kept: FloatTensor<B>,
+    keep: f64,
+) -> FloatTensor<B> {
+    B::float_mul(B::float_mul_scalar(dy, reciprocal(keep).into()), kept)
+}
+
+/// `1 / keep` as burn's `div_scalar` backward takes it: in f32.
+fn reciprocal(keep: f64) -> f32 {
+    1.0 / keep as f32
+}
+
+/// The mask's backward: its gradient scaled and masked as the forward was.
+#[derive(Debug)]
+struct MaskedScale;
+
+impl<B: Backend + DropoutOps> Backward<B, 1> for MaskedScale {
+    /// The mask and `keep`.
+    type State = (FloatTensor<B>, f64);
+
+    fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let dy = grads.consume::<B>(&ops.node);
+        let (kept, keep) = ops.state;
+        if let [Some(x)] = &ops.parents {
+            grads.register::<B>(x.id, B::masked_scale_gradient(dy, kept, keep));
+        }
+    }
+}
+
+impl<B: Backend + DropoutOps, C: CheckpointStrategy> DropoutOps for Autodiff<B, C> {
+    fn masked_scale(x: FloatTensor<Self>, kept: FloatTensor<Self>, keep: f64) -> FloatTensor<Self> {
+        if kept.is_tracked() {
+            return composed_scale::<Self>(x, kept, keep);
+        }
+        let node = [x.node()];
+        let (x, kept) = (x.into_primitive(), Self::inner(kept));
+        match MaskedScale.prepare::<C>(node).compute_bound().stateful() {
+            OpsKind::Tracked(prep) => {
+                let out = B::masked_scale(x, kept.clone(), keep);
+                prep.finish((kept, keep), out)
+            }
+            OpsKind::UnTracked(prep) => prep.finish(B::masked_scale(x, kept, keep)),
+        }
     }
 }
 

@@ -1,5 +1,6 @@
 //! Attention composed of burn's operations: the scores as a `[B, H, L, L]` tensor, the mask
-//! added to them, burn's softmax, dropout drawn from the device's generator. It runs on flex,
+//! added to them, burn's softmax (one operation with its own backward where a gradient flows,
+//! `crate::norm::softmax`), dropout drawn from the device's generator. It runs on flex,
 //! where it is as fast as a CPU kernel would be, and is the reference the fused kernels are
 //! tested against. The scores' scale and mask are one operation ([`ScoreOps`]), which flex runs
 //! split over its threads (`crate::cpu`) where its own two ran on the calling thread.
@@ -11,11 +12,12 @@ use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
 use burn::backend::tensor::FloatTensor;
 use burn::backend::{Autodiff, AutodiffBackend, Backend, Dispatch, Flex, backend_extension};
 use burn::prelude::*;
-use burn::tensor::{DType, activation};
+use burn::tensor::DType;
 
 use super::MASKED;
 use crate::dropout::Dropout;
 use crate::matmul::matmul;
+use crate::norm::softmax;
 
 /// `dropout(softmax(q·kᵀ/√d + bias))·v`: the products in `q`'s dtype, the scores widened to f32
 /// for the bias and the softmax.
@@ -34,10 +36,7 @@ pub fn attention(
         bias.into_dispatch(),
         head_dim.sqrt(),
     ));
-    matmul(
-        dropout.forward(activation::softmax(scores, 3).cast(dtype)),
-        v,
-    )
+    matmul(dropout.forward(softmax(scores).cast(dtype)), v)
 }
 
 /// The additive bias of `[B, L]` `key_bias`: `[B, 1, 1, L]`, or with a window

@@ -7,6 +7,7 @@ use burn::prelude::*;
 use burn_flex::FlexTensor;
 
 use crate::activation::ExactGelu;
+use crate::attention::MASKED;
 use crate::norm::RowOps;
 
 /// `[rows, width]` values from −6 to 6 and beyond, every erf regime, no two rows alike.
@@ -201,22 +202,7 @@ fn the_group_max_and_its_gradient_are_max_dims_bit_for_bit() {
         .reshape([groups, per_group, width])
         .max_dim(1)
         .reshape([groups, width]);
-    let to_bits = |t: Tensor<2>| -> Vec<u32> {
-        let v: Vec<f32> = t.into_data().convert::<f32>().try_into_vec().unwrap();
-        v.into_iter().map(f32::to_bits).collect()
-    };
-    assert_eq!(
-        to_bits(pooled.clone()),
-        to_bits(expected.clone()),
-        "the maxima"
-    );
-    let grads = (pooled * weights.clone()).sum().backward();
-    let reference_grads = (expected * weights).sum().backward();
-    assert_eq!(
-        to_bits(ours.grad(&grads).unwrap()),
-        to_bits(reference.grad(&reference_grads).unwrap()),
-        "the gradient"
-    );
+    assert_same_with_gradient((ours, pooled), (reference, expected), weights, "the maxima");
 }
 
 #[test]
@@ -312,5 +298,141 @@ fn the_kept_norm_and_its_input_gradient_are_flexs_bit_for_bit() {
             bits(expected),
             "dx, [{rows}, {width}]"
         );
+    }
+}
+
+/// `[rows, width]` scores with masked keys (and, with `nan`, a NaN in one row of the larger
+/// shapes), and weights with zeros of both signs for the gradient's loss.
+fn scores_and_weights(
+    rows: usize,
+    width: usize,
+    nan: bool,
+    device: &Device,
+) -> (Tensor<2>, Tensor<2>) {
+    let mut scores: Vec<f32> = matrix(rows, width, 0.9)
+        .into_data()
+        .convert::<f32>()
+        .try_into_vec()
+        .unwrap();
+    scores.iter_mut().step_by(5).for_each(|v| *v = MASKED);
+    if nan && rows > 3 {
+        scores[2 * width + 1] = f32::NAN;
+    }
+    let weights = (0..rows * width).map(|i| match i % 11 {
+        0 => -0.0,
+        k => (k as f32 - 5.5) * 0.3,
+    });
+    let tensor = |v: Vec<f32>| Tensor::<2>::from_data(TensorData::new(v, [rows, width]), device);
+    (tensor(scores), tensor(weights.collect()))
+}
+
+/// `ours` and `expected`, outputs of the tracked inputs `x` and `reference`, are the same bit
+/// for bit, and so are the inputs' gradients of a weighted sum of them.
+fn assert_same_with_gradient(
+    (x, ours): (Tensor<2>, Tensor<2>),
+    (reference, expected): (Tensor<2>, Tensor<2>),
+    weights: Tensor<2>,
+    what: &str,
+) {
+    assert_eq!(
+        tensor_bits(ours.clone()),
+        tensor_bits(expected.clone()),
+        "{what}"
+    );
+    let grads = (ours * weights.clone()).sum().backward();
+    let reference_grads = (expected * weights).sum().backward();
+    assert_eq!(
+        tensor_bits(x.grad(&grads).unwrap()),
+        tensor_bits(reference.grad(&reference_grads).unwrap()),
+        "the gradient, {what}"
+    );
+}
+
+/// Each value's bits, every NaN as one: which of two NaN operands an operation passes on
+/// depends on their order, and autodiff adds a node's gradients in the order it reaches them.
+fn tensor_bits(t: Tensor<2>) -> Vec<u32> {
+    let values: Vec<f32> = t.into_data().convert::<f32>().try_into_vec().unwrap();
+    let canonical = |v: f32| if v.is_nan() { f32::NAN } else { v };
+    values.into_iter().map(|v| canonical(v).to_bits()).collect()
+}
+
+/// The tracked softmax and its gradient are burn's composed softmax under autodiff, bit for
+/// bit, on shapes of one task and of several, on an input another tensor shares and on a view
+/// that is not contiguous (which goes back to the composed operations).
+#[test]
+fn the_softmax_and_its_gradient_are_burns_bit_for_bit() {
+    let device = Device::flex().autodiff();
+    for (rows, width) in SHAPES {
+        let (scores, weights) = scores_and_weights(rows, width, true, &device);
+        for transposed in [false, true] {
+            let view = |t: &Tensor<2>| {
+                if transposed {
+                    t.clone().transpose()
+                } else {
+                    t.clone()
+                }
+            };
+            let (ours, reference) = (view(&scores).require_grad(), view(&scores).require_grad());
+            let p = crate::norm::softmax(ours.clone());
+            let expected = burn::tensor::activation::softmax(reference.clone(), 1);
+            let what = format!("[{rows}, {width}], transposed {transposed}");
+            assert_same_with_gradient((ours, p), (reference, expected), view(&weights), &what);
+        }
+    }
+}
+
+/// A mask applied by the one operation and by burn's multiplication and division: the same
+/// values and gradient, bit for bit, the mask drawn from the same seed.
+#[test]
+fn dropout_and_its_gradient_are_burns_multiplication_and_division() {
+    use crate::dropout::{Dropout, seed};
+    let device = Device::flex().autodiff();
+    let p = 0.1;
+    for (rows, width) in SHAPES {
+        let (x, weights) = scores_and_weights(rows, width, true, &device);
+        let (ours, reference) = (x.clone().require_grad(), x.require_grad());
+        seed(&device, 11);
+        let dropped = Dropout(p).forward(ours.clone());
+        seed(&device, 11);
+        let kept = reference.random_like(burn::tensor::Distribution::Bernoulli(1.0 - p));
+        let expected = (reference.clone() * kept).div_scalar(1.0 - p);
+        let what = format!("[{rows}, {width}]");
+        assert_same_with_gradient((ours, dropped), (reference, expected), weights, &what);
+    }
+}
+
+/// On every test device, the tracked softmax and its gradient are burn's softmax's to f32
+/// rounding.
+#[test]
+fn the_softmax_and_its_gradient_match_burns_on_every_device() {
+    for device in crate::device::test_devices() {
+        let device = device.autodiff();
+        let (rows, width) = (24, 45);
+        let (scores, weights) = scores_and_weights(rows, width, false, &device);
+        let (ours, reference) = (scores.clone().require_grad(), scores.require_grad());
+        let p = crate::norm::softmax(ours.clone());
+        let expected = burn::tensor::activation::softmax(reference.clone(), 1);
+        let grads = (p.clone() * weights.clone()).sum().backward();
+        let reference_grads = (expected.clone() * weights).sum().backward();
+        let pairs = [
+            (p, expected, "values"),
+            (
+                ours.grad(&grads).unwrap(),
+                reference.grad(&reference_grads).unwrap(),
+                "gradient",
+            ),
+        ];
+        for (a, b, what) in pairs {
+            let (a, b): (Vec<f32>, Vec<f32>) = (
+                a.into_data().convert::<f32>().try_into_vec().unwrap(),
+                b.into_data().convert::<f32>().try_into_vec().unwrap(),
+            );
+            for (x, y) in a.iter().zip(&b) {
+                assert!(
+                    (x - y).abs() <= 1e-6 * y.abs().max(1.0),
+                    "{what} on {device:?}: {x} vs {y}"
+                );
+            }
+        }
     }
 }

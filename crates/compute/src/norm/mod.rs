@@ -1,8 +1,8 @@
 //! LayerNorm, and every parameter vector added to the rows of an activation (biases), as
 //! operations with a backward of their own (`ops.rs`): a forward that fusion merges with its
 //! neighbours, and parameter gradients that reduce in two short passes. With them the other
-//! operations over rows that flex runs through `crate::cpu`: the residual add, and the max over
-//! groups of rows (a text's tokens) that SPLADE's pooling takes.
+//! operations over rows that flex runs through `crate::cpu`: the residual add, the max over
+//! groups of rows (a text's tokens) that SPLADE's pooling takes, and attention's softmax.
 //!
 //! Why two passes: a vector broadcast over `[rows, width]` gets as gradient the column sums of
 //! a `[rows, width]` tensor, and one pass with one GPU thread per column walking every row took
@@ -85,6 +85,15 @@ pub fn add_rows<const D: usize>(x: Tensor<D>, v: RowVector) -> Tensor<D> {
 pub fn add_same<const D: usize>(x: Tensor<D>, y: Tensor<D>) -> Tensor<D> {
     let sum = <Dispatch as RowOps>::add_same_shape(x.into_dispatch(), y.into_dispatch());
     Tensor::from_dispatch(sum)
+}
+
+/// Softmax over the last dimension of `x`. Where a gradient flows, one operation whose
+/// backward is the one burn's autodiff takes through its composed softmax, written out (flex
+/// runs both split over its threads), the same values; elsewhere the backend's own softmax.
+pub fn softmax<const D: usize>(x: Tensor<D>) -> Tensor<D> {
+    let (rows, dims) = as_rows(x);
+    let p = <Dispatch as RowOps>::row_softmax(rows.into_dispatch());
+    Tensor::<2>::from_dispatch(p).reshape(dims)
 }
 
 /// The max over each of `groups` consecutive blocks of the `[rows, width]` rows of `x`, each row

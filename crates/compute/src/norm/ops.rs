@@ -94,6 +94,33 @@ pub trait RowOps: Backend {
         composed_input_gradient::<Self>(dy, normalized, std, gamma)
     }
 
+    /// Softmax over each row of `x` (attention's scores, a row per query). Without a backward
+    /// pass, the backend's own softmax.
+    #[fusion(default)]
+    fn row_softmax(x: FloatTensor<Self>) -> FloatTensor<Self> {
+        Self::softmax(x, 1)
+    }
+
+    /// The softmax as burn composes it, with what its backward keeps: `(p, e, sums)`,
+    /// `e = exp(x − max)` and its row sums `[rows, 1]`.
+    #[fusion(default)]
+    fn row_softmax_kept(
+        x: FloatTensor<Self>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
+        composed_softmax_kept::<Self>(x)
+    }
+
+    /// The softmax's input gradient from `dp` and what its forward kept, as burn's autodiff
+    /// takes it through the composed softmax.
+    #[fusion(default)]
+    fn row_softmax_input_gradient(
+        dp: FloatTensor<Self>,
+        e: FloatTensor<Self>,
+        sums: FloatTensor<Self>,
+    ) -> FloatTensor<Self> {
+        composed_softmax_gradient::<Self>(dp, e, sums)
+    }
+
     /// `x + y`, two tensors of one shape (a residual stream and its update).
     #[fusion(default)]
     fn add_same_shape(x: FloatTensor<Self>, y: FloatTensor<Self>) -> FloatTensor<Self> {
@@ -193,6 +220,21 @@ impl RowOps for Flex {
         drop(v);
         crate::cpu::add_row(x, row)
             .unwrap_or_else(|(x, row)| <Self as FloatTensorOps<Self>>::float_add(x, row))
+    }
+
+    fn row_softmax_kept(
+        x: FloatTensor<Self>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
+        crate::cpu::softmax_kept(x).unwrap_or_else(composed_softmax_kept::<Self>)
+    }
+
+    fn row_softmax_input_gradient(
+        dp: FloatTensor<Self>,
+        e: FloatTensor<Self>,
+        sums: FloatTensor<Self>,
+    ) -> FloatTensor<Self> {
+        crate::cpu::softmax_input_gradient(&dp, &e, &sums)
+            .unwrap_or_else(|| composed_softmax_gradient::<Self>(dp, e, sums))
     }
 
     fn add_same_shape(x: FloatTensor<Self>, y: FloatTensor<Self>) -> FloatTensor<Self> {
@@ -295,6 +337,33 @@ fn composed_group_max_gradient<B: Backend>(
     );
     let placed = B::float_scatter(1, zeros, indices, one(dy), IndexingUpdateOp::Add);
     B::float_reshape(placed, [groups * per_group, width].into())
+}
+
+/// burn's softmax of each row (`ActivationOps::softmax`'s default, which autodiff records as
+/// its five operations): the detached row max subtracted, `exp`, the row sum, the division;
+/// with what its backward keeps, `(p, e, sums)`.
+fn composed_softmax_kept<B: Backend>(
+    x: FloatTensor<B>,
+) -> (FloatTensor<B>, FloatTensor<B>, FloatTensor<B>) {
+    let max = B::float_max_dim(x.clone(), 1);
+    let e = B::float_exp(B::float_sub(x, max));
+    let sums = B::float_sum_dim(e.clone(), 1);
+    (B::float_div(e.clone(), sums.clone()), e, sums)
+}
+
+/// The gradient burn's autodiff takes through [`composed_softmax_kept`]'s operations: the
+/// division's for its numerator, `dp · (1 / sum)`, and for its denominator `dp · (−e / sum²)`
+/// summed over the row, reaching `e` through the sum; their sum times `e` (`exp`'s); the
+/// subtraction passes it on and the max is detached.
+fn composed_softmax_gradient<B: Backend>(
+    dp: FloatTensor<B>,
+    e: FloatTensor<B>,
+    sums: FloatTensor<B>,
+) -> FloatTensor<B> {
+    let numerator = B::float_mul(dp.clone(), B::float_recip(sums.clone()));
+    let ratio = B::float_div(B::float_neg(e.clone()), B::float_mul(sums.clone(), sums));
+    let denominator = B::float_sum_dim(B::float_mul(dp, ratio), 1);
+    B::float_mul(B::float_add(numerator, denominator), e)
 }
 
 /// `((x − mean) / std, std)` per row, `std = √(var + epsilon)` `[rows, 1]`: the operations of
@@ -457,6 +526,22 @@ impl<B: Backend + RowOps> Backward<B, 1> for GroupMax {
     }
 }
 
+/// The softmax's backward, from the `e = exp(x − max)` and row sums its forward kept.
+#[derive(Debug)]
+struct Softmax;
+
+impl<B: Backend + RowOps> Backward<B, 1> for Softmax {
+    type State = (FloatTensor<B>, FloatTensor<B>);
+
+    fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let dp = grads.consume::<B>(&ops.node);
+        let (e, sums) = ops.state;
+        if let [Some(x)] = &ops.parents {
+            grads.register::<B>(x.id, B::row_softmax_input_gradient(dp, e, sums));
+        }
+    }
+}
+
 /// The sum's backward: `dy` to both terms.
 #[derive(Debug)]
 struct SameShapeSum;
@@ -529,6 +614,21 @@ impl<B: Backend + RowOps, C: CheckpointStrategy> RowOps for Autodiff<B, C> {
         let (x, v, row) = (x.into_primitive(), v.into_primitive(), row.into_primitive());
         let sum = B::row_add(x, v, row);
         RowAdd.prepare::<C>(nodes).compute_bound().stateless(sum)
+    }
+
+    /// One operation whose backward is the one autodiff took through burn's five, written out
+    /// (`row_softmax_input_gradient`), the same values; untracked, the composed softmax
+    /// autodiff ran before.
+    fn row_softmax(x: FloatTensor<Self>) -> FloatTensor<Self> {
+        let node = [x.node()];
+        let x = x.into_primitive();
+        match Softmax.prepare::<C>(node).compute_bound().stateful() {
+            OpsKind::Tracked(prep) => {
+                let (p, e, sums) = B::row_softmax_kept(x);
+                prep.finish((e, sums), p)
+            }
+            OpsKind::UnTracked(prep) => prep.finish(B::row_softmax_kept(x).0),
+        }
     }
 
     fn add_same_shape(x: FloatTensor<Self>, y: FloatTensor<Self>) -> FloatTensor<Self> {
