@@ -311,12 +311,18 @@ pub fn group_max_rows(
 
 /// The gradient of a group max (`[groups, width]` `dy`) for its `[groups · per_group, width]`
 /// input: `0 + dy` in the row `rows` names for each group and column, 0 elsewhere, as
-/// `max_dim`'s backward scatter-adds it into zeros; each element written once.
+/// `max_dim`'s backward scatter-adds it into zeros; each element written once. A `dy` that is
+/// a view (the head's tiles get theirs as slices of the concatenated gradient) is copied first:
+/// it is a vocabulary tile's width for each text, the result a tile for each token.
 pub fn place_group_max_gradient(
     dy: FlexTensor,
     rows: &FlexTensor,
     per_group: usize,
 ) -> Result<FlexTensor, FlexTensor> {
+    let dy = match dy.dtype() == DType::F32 && f32_span(&dy).is_none() {
+        true => dy.to_contiguous(),
+        false => dy,
+    };
     let (Some([groups, width]), Some(shape)) = (rows_of(&dy), rows_of(rows)) else {
         return Err(dy);
     };

@@ -169,6 +169,21 @@ fn a_tracked_group_max_sends_each_gradient_to_its_maximum() {
     assert_eq!(gradient, [0.0, 2.0, 1.0, 0.0, 3.0, 4.0, 0.0, 0.0]);
 }
 
+/// The group max's gradient from a `dy` that is a view, as the head's tiles get theirs from
+/// the concatenated gradient: the kernel's, equal to the one from a copy of it.
+#[test]
+fn a_group_max_gradient_that_is_a_view_is_placed_by_the_kernel() {
+    let (groups, per_group, width) = (4, 3, 300);
+    let dy = matrix(width, groups, 0.4).transpose(0, 1);
+    let rows: Vec<f32> = (0..groups * width)
+        .map(|i| (i % per_group) as f32)
+        .collect();
+    let rows = FlexTensor::from_data(TensorData::new(rows, [groups, width]));
+    let placed = crate::cpu::place_group_max_gradient(dy.clone(), &rows, per_group);
+    let expected = crate::cpu::place_group_max_gradient(dy.to_contiguous(), &rows, per_group);
+    assert_eq!(bits(placed.unwrap()), bits(expected.unwrap()));
+}
+
 /// With ties, a NaN, zeros of both signs in `dy` and more columns than a task takes: the
 /// tracked group max and its gradient are burn's `max_dim` and its backward, bit for bit.
 #[test]
