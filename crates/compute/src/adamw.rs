@@ -1,5 +1,5 @@
 //! AdamW's update of a parameter buffer as one backend operation ([`AdamWOps`]): on flex one
-//! pass split over rayon's threads (`crate::cpu::adamw`), elsewhere burn's operations, which the
+//! pass split over rayon's threads (`crate::cpu::update_with_moments`), elsewhere burn's operations, which the
 //! cube backends fuse.
 //!
 //! Why: burn-optim's `AdamW::step` is a dozen tensor operations, and flex runs each on the
@@ -57,6 +57,26 @@ impl AdamWStep {
     pub fn decay(&self) -> Option<f32> {
         let rate = self.lr * f64::from(self.weight_decay);
         (rate != 0.0).then_some((1.0 - rate) as f32)
+    }
+
+    /// The step of one element `(p, m, v)` with its gradient `g`, in place: each operation
+    /// burn's tensor operations take, in their order and in f32; on the `first` step the
+    /// moments start from the gradient alone.
+    pub fn element_update(&self, first: bool) -> impl Fn(&mut f32, &mut f32, &mut f32, f32) + Sync {
+        let (beta_1, beta_2, epsilon) = (self.beta_1, self.beta_2, self.epsilon);
+        let (factor_1, factor_2) = (1.0 - beta_1, 1.0 - beta_2);
+        let (correction_1, correction_2) = self.corrections();
+        let (keep, lr) = (self.decay(), self.lr as f32);
+        move |p, m, v, g| {
+            let (new_1, new_2) = (g * factor_1, (g * g) * factor_2);
+            (*m, *v) = match first {
+                true => (new_1, new_2),
+                false => (*m * beta_1 + new_1, *v * beta_2 + new_2),
+            };
+            let delta = (*m / correction_1) / ((*v / correction_2).sqrt() + epsilon);
+            let decayed = keep.map_or(*p, |keep| *p * keep);
+            *p = decayed - delta * lr;
+        }
     }
 }
 
@@ -136,8 +156,9 @@ impl AdamWOps for Flex {
     ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
         let step = AdamWStep::new(beta_1, beta_2, epsilon, time, lr, weight_decay);
         let moments = (!first).then_some((moment_1, moment_2));
-        if crate::cpu::adamw_applies(&parameters, &gradient, moments.as_ref()) {
-            return crate::cpu::adamw(parameters, &gradient, moments, &step);
+        if crate::cpu::moments_apply(&parameters, &gradient, moments.as_ref()) {
+            let update = step.element_update(first);
+            return crate::cpu::update_with_moments(parameters, &gradient, moments, update);
         }
         composed::<Self>(parameters, gradient, moments, step)
     }

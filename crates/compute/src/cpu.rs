@@ -10,7 +10,6 @@
 //! results are flex's bit for bit, which the tests check; a tensor that is not f32 and
 //! contiguous is handed back for flex to compute.
 
-use crate::adamw::AdamWStep;
 use std::mem::MaybeUninit;
 
 use burn::tensor::{Bytes, DType};
@@ -319,10 +318,8 @@ pub fn place_group_max_gradient(
     rows: &FlexTensor,
     per_group: usize,
 ) -> Result<FlexTensor, FlexTensor> {
-    let dy = match dy.dtype() == DType::F32 && f32_span(&dy).is_none() {
-        true => dy.to_contiguous(),
-        false => dy,
-    };
+    let is_view = dy.dtype() == DType::F32 && f32_span(&dy).is_none();
+    let dy = if is_view { dy.to_contiguous() } else { dy };
     let (Some([groups, width]), Some(shape)) = (rows_of(&dy), rows_of(rows)) else {
         return Err(dy);
     };
@@ -525,8 +522,8 @@ pub fn place_block(
     Ok(FlexTensor::new(Bytes::from_elems(out), layout, DType::F32))
 }
 
-/// Whether [`adamw`] takes these: contiguous f32 buffers of one length.
-pub fn adamw_applies(
+/// Whether [`update_with_moments`] takes these: contiguous f32 buffers of one length.
+pub fn moments_apply(
     parameters: &FlexTensor,
     gradient: &FlexTensor,
     moments: Option<&(FlexTensor, FlexTensor)>,
@@ -536,21 +533,17 @@ pub fn adamw_applies(
     fits(parameters) && fits(gradient) && moments.is_none_or(|(m, v)| fits(m) && fits(v))
 }
 
-/// burn's AdamW step (`crate::adamw`) in one pass over the four buffers: each element's
-/// operations those of burn's tensor operations, in their order and in f32. Returns
-/// `(parameters, first moment, second moment)`; the moments are updated in place where they
-/// own their storage. Takes what [`adamw_applies`] accepts.
-pub fn adamw(
+/// `update(p, m, v, g)` on each element of a parameter buffer, its two moments and its gradient,
+/// in one pass split over rayon's threads: AdamW's step (`crate::adamw` says what it computes).
+/// Without moments yet, they start as copies of the gradient for `update` to overwrite.
+/// Returns `(parameters, first moment, second moment)`, updated in place where they own their
+/// storage. Takes what [`moments_apply`] accepts.
+pub fn update_with_moments(
     parameters: FlexTensor,
     gradient: &FlexTensor,
     moments: Option<(FlexTensor, FlexTensor)>,
-    step: &AdamWStep,
+    update: impl Fn(&mut f32, &mut f32, &mut f32, f32) + Sync,
 ) -> (FlexTensor, FlexTensor, FlexTensor) {
-    let (beta_1, beta_2, epsilon) = (step.beta_1, step.beta_2, step.epsilon);
-    let (factor_1, factor_2) = (1.0 - beta_1, 1.0 - beta_2);
-    let (correction_1, correction_2) = step.corrections();
-    let (keep, lr) = (step.decay(), step.lr as f32);
-    let first = moments.is_none();
     let (mut m, mut v) = match moments {
         Some((m, v)) => (owned(m), owned(v)),
         None => (owned(gradient.clone()), owned(gradient.clone())),
@@ -563,14 +556,7 @@ pub fn adamw(
         .zip(g.par_chunks(CHUNK))
         .for_each(|(((p, m), v), g)| {
             for (((p, m), v), &g) in p.iter_mut().zip(m).zip(v).zip(g) {
-                let (new_1, new_2) = (g * factor_1, (g * g) * factor_2);
-                (*m, *v) = match first {
-                    true => (new_1, new_2),
-                    false => (*m * beta_1 + new_1, *v * beta_2 + new_2),
-                };
-                let delta = (*m / correction_1) / ((*v / correction_2).sqrt() + epsilon);
-                let decayed = keep.map_or(*p, |keep| *p * keep);
-                *p = decayed - delta * lr;
+                update(p, m, v, g);
             }
         });
     (p, m, v)

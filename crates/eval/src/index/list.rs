@@ -61,7 +61,7 @@ impl List<'_> {
         match *self {
             List::Postings(docs, weights) => add_postings(sums, q, docs, weights),
             List::Bits(bits, docs, weights) => {
-                if !simd::add_bits(sums, q, bits, weights) {
+                if !simd::add_bits(sums, q, (&bits.words, &bits.before), weights) {
                     add_postings(sums, q, docs, weights)
                 }
             }

@@ -3,8 +3,6 @@
 //! f32 sum per posting, never fused, and the same comparisons. Each says how much it did, so
 //! that without AVX-512 the portable loop does it all.
 
-use super::list::Bitmap;
-
 /// Whether this CPU runs the kernels below (checked once, then cached by the standard library).
 #[cfg(target_arch = "x86_64")]
 fn avx512() -> bool {
@@ -22,17 +20,23 @@ pub(super) fn add_dense(sums: &mut [f32], q: f32, row: &[f32]) -> usize {
     0
 }
 
-/// A bitmap's postings times `q` into `sums`; false (nothing added) without AVX-512.
+/// A bitmap's postings times `q` into `sums`: its 64-document `words` and the postings
+/// `before` each (`list::Bitmap`); false (nothing added) without AVX-512.
 #[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
-pub(super) fn add_bits(sums: &mut [f32], q: f32, bits: &Bitmap, weights: &[f32]) -> bool {
+pub(super) fn add_bits(
+    sums: &mut [f32],
+    q: f32,
+    (words, before): (&[u64], &[u32]),
+    weights: &[f32],
+) -> bool {
     #[cfg(target_arch = "x86_64")]
     if avx512() {
-        let total = bits.before.last().copied().unwrap_or(0) as usize
-            + bits.words.last().map_or(0, |w| w.count_ones() as usize);
+        let total = before.last().copied().unwrap_or(0) as usize
+            + words.last().map_or(0, |w| w.count_ones() as usize);
         assert_eq!(total, weights.len(), "a bitmap counts its list's postings");
-        let sums = &mut sums[..bits.words.len() * 64];
+        let sums = &mut sums[..words.len() * 64];
         // SAFETY: the CPU has AVX-512F and POPCNT, and the bits count the weights.
-        unsafe { x86::add_bits(sums, q, bits, weights) };
+        unsafe { x86::add_bits(sums, q, (words, before), weights) };
         return true;
     }
     false
@@ -54,8 +58,6 @@ pub(super) fn collect_reaching(sums: &mut [f32], threshold: f32, kept: &mut Vec<
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use std::arch::x86_64::*;
-
-    use super::Bitmap;
 
     #[target_feature(enable = "avx512f")]
     pub(super) fn add_dense(sums: &mut [f32], q: f32, row: &[f32]) -> usize {
@@ -79,10 +81,15 @@ mod x86 {
     /// # Safety
     /// `sums` has 64 lanes a word; the bits count `weights`.
     #[target_feature(enable = "avx512f,popcnt")]
-    pub(super) unsafe fn add_bits(sums: &mut [f32], q: f32, bits: &Bitmap, weights: &[f32]) {
+    pub(super) unsafe fn add_bits(
+        sums: &mut [f32],
+        q: f32,
+        (words, before): (&[u64], &[u32]),
+        weights: &[f32],
+    ) {
         let qv = _mm512_set1_ps(q);
         let (sums, weights) = (sums.as_mut_ptr(), weights.as_ptr());
-        for (w, (&word, &before)) in bits.words.iter().zip(&bits.before).enumerate() {
+        for (w, (&word, &before)) in words.iter().zip(before).enumerate() {
             // SAFETY: each group's expand reads its mask's popcount of weights, from the
             // word's first weight plus the groups' before it, within `weights`; the word's 64
             // lanes lie within `sums`.
@@ -111,8 +118,8 @@ mod x86 {
         // SAFETY: as the caller promises.
         unsafe {
             // A masked load of the group's weights, then their expansion in registers: on an
-            // AMD EPYC (Zen 4) the uniform benchmark ran 6–8% faster so than with the
-            // expand's load form (docs/perf-cpu.md).
+            // AMD EPYC (Zen 4) the uniform benchmark ran 6–8% faster this way than with
+            // the expand's load form (docs/perf-cpu.md).
             let first = ((1u32 << mask.count_ones()) - 1) as u16;
             let packed = _mm512_maskz_loadu_ps(first, weights);
             let added = _mm512_mul_ps(qv, _mm512_maskz_expand_ps(mask, packed));
