@@ -12,9 +12,11 @@ test:
     scripts/cuda/llvm-bundle.sh
     # ptxas and libdevice (PyPI wheels) for the test that compiles lsr's kernels for sm_90.
     scripts/cuda/ptx-tools.sh > /dev/null
-    # oneMKL (a PyPI wheel) for the tests of products through a CPU BLAS (LSR_BLAS; the model
-    # uses it only under LSR_MATMUL=blas|auto).
+    # oneMKL and oneDNN (PyPI wheels) for the tests of products through a CPU BLAS (LSR_BLAS, and
+    # LSR_TEST_BLAS for the product tests' second library; the model uses one only under
+    # LSR_MATMUL=blas|auto).
     scripts/cpu/blas.sh > /dev/null
+    scripts/cpu/blas.sh onednn > /dev/null
     # One build with CUDA and WGPU compiled in, so that nothing is compiled twice: the tests run
     # on flex (LSR_DEVICE), the CLI tests run the CUDA-enabled `lsr`, the encoder parity tests
     # run again on WGPU (Mesa's software Vulkan where there is no GPU), and CUDA, having no
@@ -24,7 +26,7 @@ test:
     # values and not speed, need not spend on more than the fewest candidates. The WGPU tests
     # run attention through lsr's fused kernels (LSR_ATTENTION=fused, opt-in elsewhere); flex
     # runs the composed attention, which is the same code on every backend.
-    BURN_DEVICE=flex LSR_DEVICE=flex LSR_TEST_DEVICE=wgpu LSR_ATTENTION=fused LSR_CUDA_TOOLS="$(scripts/cuda/ptx-tools.sh)" LSR_BLAS="$(scripts/cpu/blas.sh)" CUBECL_AUTOTUNE_LEVEL=minimal XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-/tmp}" cargo test --workspace --features lsr-cli/cuda,lsr-cli/wgpu
+    BURN_DEVICE=flex LSR_DEVICE=flex LSR_TEST_DEVICE=wgpu LSR_ATTENTION=fused LSR_CUDA_TOOLS="$(scripts/cuda/ptx-tools.sh)" LSR_BLAS="$(scripts/cpu/blas.sh)" LSR_TEST_BLAS="$(scripts/cpu/blas.sh onednn)" CUBECL_AUTOTUNE_LEVEL=minimal XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-/tmp}" cargo test --workspace --features lsr-cli/cuda,lsr-cli/wgpu
     # The default build, without GPU backends (`just reproduce mini`), must compile too.
     cargo check -p lsr-cli
 

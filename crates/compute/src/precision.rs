@@ -69,7 +69,7 @@ impl Precision {
             _ => {
                 return refuse(format!(
                     "{device:?}'s products do not go through a CPU BLAS; on the flex device set \
-                     LSR_MATMUL=blas and LSR_BLAS (scripts/cpu/blas.sh installs oneMKL), or use \
+                     LSR_MATMUL=blas and LSR_BLAS (scripts/cpu/blas.sh onednn installs oneDNN), or use \
                      bf16-mixed on a GPU"
                 ));
             }
@@ -77,7 +77,10 @@ impl Precision {
         let blas = crate::matmul::blas::library().map_err(ComputeError::Setting)?;
         match blas.computes(DType::BF16) {
             true => Ok(()),
-            false => refuse(format!("{} has no bf16 product; oneMKL has", blas.path())),
+            false => refuse(format!(
+                "{} has no bf16 product; oneDNN and oneMKL have (scripts/cpu/blas.sh onednn|onemkl)",
+                blas.path()
+            )),
         }
     }
 }

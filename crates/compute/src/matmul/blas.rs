@@ -1,15 +1,18 @@
 //! Products on flex through a CPU BLAS loaded at run time (`LSR_MATMUL=blas|auto`, the library
-//! file named by `LSR_BLAS`): oneMKL's `libmkl_rt` or OpenBLAS, f32 through `cblas_sgemm`, and
-//! bf16 (f32 accumulation) through `cblas_gemm_bf16bf16f32` or `cblas_sbgemm` where the library
-//! has one, which use AVX512_BF16 and AMX on CPUs that have them. gemm 0.19, flex's own, runs the
-//! model's products at 50-60% of the f32 fused-multiply-add ceiling (docs/perf-cpu.md).
+//! file named by `LSR_BLAS`): oneMKL's `libmkl_rt` or OpenBLAS through CBLAS (`cblas_sgemm`, and
+//! `cblas_gemm_bf16bf16f32` or `cblas_sbgemm` for bf16 where the library has one), or oneDNN's
+//! `libdnnl` through its own BLAS-like products (`dnnl_sgemm`, `dnnl_gemm_bf16bf16f32`). bf16
+//! products accumulate in f32 and use AVX512_BF16 and AMX on CPUs that have them; oneMKL's do
+//! only on Intel's, oneDNN's on any CPU with the units. gemm 0.19, flex's own, runs the model's
+//! products at 50-84% of the f32 fused-multiply-add ceiling (docs/perf-cpu.md).
 //!
 //! The library runs single-threaded and lsr splits each product over rayon's threads (by row or
 //! column blocks, or by the matrices of a batch): a BLAS's own thread pool would spin beside
 //! rayon's, which runs everything else flex computes. Nothing is linked: without the library
 //! lsr runs as it does without this file.
 
-use std::ffi::c_int;
+use std::cell::Cell;
+use std::ffi::{c_char, c_int};
 use std::ops::Range;
 use std::sync::OnceLock;
 
@@ -29,12 +32,13 @@ use crate::setting::Setting;
 pub const LIBRARY_VARIABLE: &str = "LSR_BLAS";
 
 /// Tried in order when `LSR_BLAS` is unset, by the loader's own search (`LD_LIBRARY_PATH`, its
-/// cache): oneMKL's single dynamic library, then OpenBLAS as distributions name it.
-const CANDIDATES: [&str; 4] = [
+/// cache): oneMKL's single dynamic library, OpenBLAS as distributions name it, then oneDNN.
+const CANDIDATES: [&str; 5] = [
     "libmkl_rt.so.3",
     "libmkl_rt.so.2",
     "libopenblas.so.0",
     "libopenblas.so",
+    "libdnnl.so.3",
 ];
 
 /// Symbol prefixes of the builds known: plain, and the `scipy_` of SciPy's OpenBLAS wheels.
@@ -45,7 +49,7 @@ const ROW_MAJOR: c_int = 101;
 const NO_TRANS: c_int = 111;
 const TRANS: c_int = 112;
 
-type Gemm<T> = unsafe extern "C" fn(
+type CblasGemm<T> = unsafe extern "C" fn(
     c_int,
     c_int,
     c_int,
@@ -61,6 +65,43 @@ type Gemm<T> = unsafe extern "C" fn(
     *mut f32,
     c_int,
 ) -> ();
+
+/// oneDNN's products: always row-major, transposes as `'N'`/`'T'`, 64-bit dimensions, and a
+/// status back (`dnnl_success` is 0).
+type DnnlGemm<T> = unsafe extern "C" fn(
+    c_char,
+    c_char,
+    i64,
+    i64,
+    i64,
+    f32,
+    *const T,
+    i64,
+    *const T,
+    i64,
+    f32,
+    *mut f32,
+    i64,
+) -> c_int;
+
+type SetThreads = unsafe extern "C" fn(c_int);
+
+/// One product entry point of a loaded library, by the interface the library has.
+enum Gemm<T> {
+    Cblas(CblasGemm<T>),
+    /// With OpenMP's `omp_set_num_threads` where the build threads with OpenMP: its thread count
+    /// is each calling thread's own setting, so each of rayon's threads sets 1 before its first
+    /// product (oneDNN has no sequential switch of its own).
+    Dnnl(DnnlGemm<T>, Option<SetThreads>),
+}
+
+// Function pointers copy whatever `T` is (a derive would ask `T: Copy`).
+impl<T> Clone for Gemm<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for Gemm<T> {}
 
 /// A loaded library's product entry points; the library stays loaded for the process.
 pub struct Blas {
@@ -100,7 +141,7 @@ pub fn library() -> Result<&'static Blas, String> {
                 None => CANDIDATES.iter().find_map(|name| load(name).ok()).ok_or_else(|| {
                     format!(
                         "no CPU BLAS loaded: {LIBRARY_VARIABLE} is unset and the dynamic loader \
-                         found none of {} (scripts/cpu/blas.sh installs oneMKL)",
+                         found none of {} (scripts/cpu/blas.sh installs oneMKL or oneDNN)",
                         CANDIDATES.join(", ")
                     )
                 }),
@@ -110,22 +151,26 @@ pub fn library() -> Result<&'static Blas, String> {
         .map_err(Clone::clone)
 }
 
-fn load(name: &str) -> Result<Blas, String> {
+pub(super) fn load(name: &str) -> Result<Blas, String> {
     let fail = |why: String| format!("{LIBRARY_VARIABLE}=`{name}`: {why}");
     // SAFETY: loading runs the library's initialisers; these are BLAS libraries, which set up
     // their CPU dispatch and nothing that conflicts with this process.
     let library = unsafe { Library::new(name) }.map_err(|e| fail(e.to_string()))?;
-    let (prefix, sgemm) = PREFIXES
-        .iter()
-        .find_map(|prefix| {
-            symbol::<Gemm<f32>>(&library, &format!("{prefix}cblas_sgemm")).map(|f| (prefix, f))
-        })
-        .ok_or_else(|| fail("it has no `cblas_sgemm`; is it a BLAS?".into()))?;
-    let bf16 = ["cblas_gemm_bf16bf16f32", "cblas_sbgemm"]
-        .iter()
-        .find_map(|name| symbol::<Gemm<u16>>(&library, &format!("{prefix}{name}")));
-    single_threaded(&library, prefix);
-    let path = loaded_path(sgemm as *const ()).unwrap_or_else(|| name.to_string());
+    let (sgemm, bf16) = match cblas_entries(&library) {
+        Some(entries) => entries,
+        None => dnnl_entries(&library).map_err(fail)?.ok_or_else(|| {
+            fail(
+                "it has neither CBLAS's `cblas_sgemm` nor oneDNN's `dnnl_sgemm`; is it a BLAS?"
+                    .into(),
+            )
+        })?,
+    };
+    single_threaded(&library);
+    let address = match sgemm {
+        Gemm::Cblas(f) => f as *const (),
+        Gemm::Dnnl(f, _) => f as *const (),
+    };
+    let path = loaded_path(address).unwrap_or_else(|| name.to_string());
     tracing::info!(
         "CPU BLAS: {path} (f32{})",
         if bf16.is_some() { ", bf16" } else { "" }
@@ -138,18 +183,74 @@ fn load(name: &str) -> Result<Blas, String> {
     })
 }
 
+/// CBLAS's products, under the plain names or a build's prefixed ones.
+fn cblas_entries(library: &Library) -> Option<(Gemm<f32>, Option<Gemm<u16>>)> {
+    PREFIXES.iter().find_map(|prefix| {
+        let sgemm = symbol::<CblasGemm<f32>>(library, &format!("{prefix}cblas_sgemm"))?;
+        let bf16 = ["cblas_gemm_bf16bf16f32", "cblas_sbgemm"]
+            .iter()
+            .find_map(|name| symbol::<CblasGemm<u16>>(library, &format!("{prefix}{name}")));
+        Some((Gemm::Cblas(sgemm), bf16.map(Gemm::Cblas)))
+    })
+}
+
+/// oneDNN's products, or `None` when the library is not oneDNN; an error for a build whose
+/// threads lsr cannot hold to one per task (a TBB or thread-pool build).
+#[allow(clippy::type_complexity)]
+fn dnnl_entries(library: &Library) -> Result<Option<(Gemm<f32>, Option<Gemm<u16>>)>, String> {
+    /// `dnnl_version_t`, fixed by oneDNN's C API.
+    #[repr(C)]
+    struct Version {
+        major: c_int,
+        minor: c_int,
+        patch: c_int,
+        hash: *const c_char,
+        cpu_runtime: u32,
+        gpu_runtime: u32,
+    }
+    const RUNTIME_SEQUENTIAL: u32 = 1;
+    const RUNTIME_OPENMP: u32 = 2;
+    let (Some(sgemm), Some(version)) = (
+        symbol::<DnnlGemm<f32>>(library, "dnnl_sgemm"),
+        symbol::<unsafe extern "C" fn() -> *const Version>(library, "dnnl_version"),
+    ) else {
+        return Ok(None);
+    };
+    // SAFETY: oneDNN returns a pointer to its static version record.
+    let version = unsafe { &*version() };
+    let threads = match version.cpu_runtime {
+        RUNTIME_SEQUENTIAL => None,
+        RUNTIME_OPENMP => Some(symbol::<SetThreads>(library, "omp_set_num_threads").ok_or(
+            "oneDNN threads with OpenMP but `omp_set_num_threads` is not among its libraries",
+        )?),
+        other => {
+            return Err(format!(
+                "this oneDNN {}.{} threads with CPU runtime {other} (TBB or a thread pool), which \
+                 would run beside rayon's threads; use an OpenMP or sequential build (`scripts/cpu/\
+                 blas.sh onednn` installs one)",
+                version.major, version.minor
+            ));
+        }
+    };
+    let bf16 = symbol::<DnnlGemm<u16>>(library, "dnnl_gemm_bf16bf16f32");
+    Ok(Some((
+        Gemm::Dnnl(sgemm, threads),
+        bf16.map(|f| Gemm::Dnnl(f, threads)),
+    )))
+}
+
 fn symbol<T: Copy>(library: &Library, name: &str) -> Option<T> {
     // SAFETY: each symbol asked for is called through the CBLAS signature its name has.
     unsafe { library.get::<T>(name.as_bytes()).ok().map(|f| *f) }
 }
 
 /// oneMKL's sequential layer (chosen before its first call) with results reproducible from run
-/// to run on one CPU whatever the operands' alignment; OpenBLAS's pool at one thread.
-fn single_threaded(library: &Library, prefix: &str) {
+/// to run on one CPU whatever the operands' alignment; OpenBLAS's pool at one thread (oneDNN's
+/// is set per thread, [`Gemm::Dnnl`]).
+fn single_threaded(library: &Library) {
     const MKL_THREADING_SEQUENTIAL: c_int = 1;
     const MKL_CBWR_AUTO: c_int = 2;
     type SetInt = unsafe extern "C" fn(c_int) -> c_int;
-    type SetVoid = unsafe extern "C" fn(c_int);
     // SAFETY: these take and return plain ints; MKL documents calling both before any other.
     unsafe {
         if let Some(set) = symbol::<SetInt>(library, "MKL_Set_Threading_Layer") {
@@ -158,9 +259,12 @@ fn single_threaded(library: &Library, prefix: &str) {
         if let Some(set) = symbol::<SetInt>(library, "MKL_CBWR_Set") {
             set(MKL_CBWR_AUTO);
         }
-        if let Some(set) = symbol::<SetVoid>(library, &format!("{prefix}openblas_set_num_threads"))
-        {
-            set(1);
+        for prefix in PREFIXES {
+            if let Some(set) =
+                symbol::<SetThreads>(library, &format!("{prefix}openblas_set_num_threads"))
+            {
+                set(1);
+            }
         }
     }
 }
@@ -279,24 +383,57 @@ pub(super) fn product(
     trans_lhs: bool,
     trans_rhs: bool,
 ) -> Result<FloatTensor<Flex>, (FloatTensor<Flex>, FloatTensor<Flex>)> {
-    let dtype = lhs.dtype();
-    let Ok(blas) = library() else {
-        return Err((lhs, rhs));
-    };
-    let (ls, rs) = (lhs.layout().shape().clone(), rhs.layout().shape().clone());
-    let d = ls.num_dims();
-    let m = ls[if trans_lhs { d - 1 } else { d - 2 }];
-    let k = ls[if trans_lhs { d - 2 } else { d - 1 }];
-    let n = rs[if trans_rhs { d - 2 } else { d - 1 }];
-    let batch: usize = ls[..d - 2].iter().product();
-    let served = rhs.dtype() == dtype && blas.computes(dtype) && rs.num_dims() == d;
-    if !served || ls[..d - 2] != rs[..d - 2] || batch * m * n * k == 0 {
-        return Err((lhs, rhs));
+    match library() {
+        Ok(blas) => blas.product(lhs, rhs, trans_lhs, trans_rhs),
+        Err(_) => Err((lhs, rhs)),
     }
-    let narrow = dtype == DType::F32 && BF16_OPERANDS.with(|flag| flag.get());
-    if let (true, Some(gemm)) = (narrow, blas.bf16) {
-        let (a_bits, a) = narrowed(lhs, trans_lhs);
-        let (b_bits, b) = narrowed(rhs, trans_rhs);
+}
+
+impl Blas {
+    /// [`product`] through this library.
+    pub(super) fn product(
+        &self,
+        lhs: FloatTensor<Flex>,
+        rhs: FloatTensor<Flex>,
+        trans_lhs: bool,
+        trans_rhs: bool,
+    ) -> Result<FloatTensor<Flex>, (FloatTensor<Flex>, FloatTensor<Flex>)> {
+        let blas = self;
+        let dtype = lhs.dtype();
+        let (ls, rs) = (lhs.layout().shape().clone(), rhs.layout().shape().clone());
+        let d = ls.num_dims();
+        let m = ls[if trans_lhs { d - 1 } else { d - 2 }];
+        let k = ls[if trans_lhs { d - 2 } else { d - 1 }];
+        let n = rs[if trans_rhs { d - 2 } else { d - 1 }];
+        let batch: usize = ls[..d - 2].iter().product();
+        let served = rhs.dtype() == dtype && blas.computes(dtype) && rs.num_dims() == d;
+        if !served || ls[..d - 2] != rs[..d - 2] || batch * m * n * k == 0 {
+            return Err((lhs, rhs));
+        }
+        let narrow = dtype == DType::F32 && BF16_OPERANDS.with(|flag| flag.get());
+        if let (true, Some(gemm)) = (narrow, blas.bf16) {
+            let (a_bits, a) = narrowed(lhs, trans_lhs);
+            let (b_bits, b) = narrowed(rhs, trans_rhs);
+            let shape = Product {
+                batch,
+                m,
+                n,
+                k,
+                a,
+                b,
+            };
+            let out = Bytes::from_elems(shape.run(gemm, &a_bits, &b_bits));
+            return Ok(FlexTensor::new(
+                out,
+                Layout::contiguous(dims(&ls, m, n)),
+                dtype,
+            ));
+        }
+        let (lhs, a) = operand(lhs, trans_lhs);
+        let (rhs, b) = operand(rhs, trans_rhs);
+        let (Some(a), Some(b)) = (a, b) else {
+            return Err((lhs, rhs));
+        };
         let shape = Product {
             batch,
             m,
@@ -305,45 +442,26 @@ pub(super) fn product(
             a,
             b,
         };
-        let out = Bytes::from_elems(shape.run(gemm, &a_bits, &b_bits));
-        return Ok(FlexTensor::new(
+        let out = match dtype {
+            DType::F32 => {
+                Bytes::from_elems(shape.run(blas.sgemm, lhs.storage::<f32>(), rhs.storage::<f32>()))
+            }
+            _ => {
+                let gemm = blas.bf16.expect("computes() checked for a bf16 product");
+                let as_bits = |t: &FlexTensor| -> &[u16] {
+                    let values = t.storage::<bf16>();
+                    // SAFETY: bf16 is a u16 bit pattern, same size and alignment.
+                    unsafe { std::slice::from_raw_parts(values.as_ptr().cast(), values.len()) }
+                };
+                Bytes::from_elems(shape.run_bf16(gemm, as_bits(&lhs), as_bits(&rhs)))
+            }
+        };
+        Ok(FlexTensor::new(
             out,
             Layout::contiguous(dims(&ls, m, n)),
             dtype,
-        ));
+        ))
     }
-    let (lhs, a) = operand(lhs, trans_lhs);
-    let (rhs, b) = operand(rhs, trans_rhs);
-    let (Some(a), Some(b)) = (a, b) else {
-        return Err((lhs, rhs));
-    };
-    let shape = Product {
-        batch,
-        m,
-        n,
-        k,
-        a,
-        b,
-    };
-    let out = match dtype {
-        DType::F32 => {
-            Bytes::from_elems(shape.run(blas.sgemm, lhs.storage::<f32>(), rhs.storage::<f32>()))
-        }
-        _ => {
-            let gemm = blas.bf16.expect("computes() checked for a bf16 product");
-            let as_bits = |t: &FlexTensor| -> &[u16] {
-                let values = t.storage::<bf16>();
-                // SAFETY: bf16 is a u16 bit pattern, same size and alignment.
-                unsafe { std::slice::from_raw_parts(values.as_ptr().cast(), values.len()) }
-            };
-            Bytes::from_elems(shape.run_bf16(gemm, as_bits(&lhs), as_bits(&rhs)))
-        }
-    };
-    Ok(FlexTensor::new(
-        out,
-        Layout::contiguous(dims(&ls, m, n)),
-        dtype,
-    ))
 }
 
 /// `shape` with its last two dimensions `[m, n]`: a product's output.
@@ -536,26 +654,92 @@ impl Product {
             oa.offset + matrix * oa.batch_stride + rows.start * if oa.trans { 1 } else { oa.ld };
         let b_at =
             ob.offset + matrix * ob.batch_stride + cols.start * if ob.trans { ob.ld } else { 1 };
-        let flag = |trans| if trans { TRANS } else { NO_TRANS };
-        let int = |x: usize| c_int::try_from(x).expect("a BLAS dimension fits a C int");
         // SAFETY: the caller's; the dimensions and leading dimensions describe the operands.
         unsafe {
-            gemm(
-                ROW_MAJOR,
-                flag(oa.trans),
-                flag(ob.trans),
-                int(rows.len()),
-                int(cols.len()),
-                int(k),
-                1.0,
-                a.as_ptr().add(a_at),
-                int(oa.ld),
-                b.as_ptr().add(b_at),
-                int(ob.ld),
-                0.0,
-                c,
-                int(ldc),
+            gemm.call(
+                (oa.trans, ob.trans),
+                (rows.len(), cols.len(), k),
+                (a.as_ptr().add(a_at), oa.ld),
+                (b.as_ptr().add(b_at), ob.ld),
+                (c, ldc),
             )
+        }
+    }
+}
+
+thread_local! {
+    /// Whether this thread has set its OpenMP thread count to 1 for oneDNN's products.
+    static ONE_OPENMP_THREAD: Cell<bool> = const { Cell::new(false) };
+}
+
+impl<T> Gemm<T> {
+    /// `C = op(A) · op(B)`, row-major, `C` of `m × n` written `ldc` apart, on the calling thread.
+    ///
+    /// # Safety
+    /// `a` and `b` hold `op(A)` (`m × k`) and `op(B)` (`k × n`) as the transposes and leading
+    /// dimensions say; `c` has room for the result.
+    unsafe fn call(
+        self,
+        (trans_a, trans_b): (bool, bool),
+        (m, n, k): (usize, usize, usize),
+        (a, lda): (*const T, usize),
+        (b, ldb): (*const T, usize),
+        (c, ldc): (*mut f32, usize),
+    ) {
+        match self {
+            Gemm::Cblas(gemm) => {
+                let flag = |trans| if trans { TRANS } else { NO_TRANS };
+                let int = |x: usize| c_int::try_from(x).expect("a BLAS dimension fits a C int");
+                // SAFETY: the caller's.
+                unsafe {
+                    gemm(
+                        ROW_MAJOR,
+                        flag(trans_a),
+                        flag(trans_b),
+                        int(m),
+                        int(n),
+                        int(k),
+                        1.0,
+                        a,
+                        int(lda),
+                        b,
+                        int(ldb),
+                        0.0,
+                        c,
+                        int(ldc),
+                    )
+                }
+            }
+            Gemm::Dnnl(gemm, threads) => {
+                if let Some(set) = threads.filter(|_| !ONE_OPENMP_THREAD.replace(true)) {
+                    // SAFETY: sets this thread's own OpenMP thread count.
+                    unsafe { set(1) };
+                }
+                let flag = |trans| (if trans { b'T' } else { b'N' }) as c_char;
+                let int = |x: usize| x as i64;
+                // SAFETY: the caller's.
+                let status = unsafe {
+                    gemm(
+                        flag(trans_a),
+                        flag(trans_b),
+                        int(m),
+                        int(n),
+                        int(k),
+                        1.0,
+                        a,
+                        int(lda),
+                        b,
+                        int(ldb),
+                        0.0,
+                        c,
+                        int(ldc),
+                    )
+                };
+                assert_eq!(
+                    status, 0,
+                    "oneDNN refused the product {m}x{n}x{k}: status {status}"
+                );
+            }
         }
     }
 }

@@ -84,19 +84,31 @@ fn backward_transpose_flags_give_the_gradients_of_burns_matmul() {
     }
 }
 
-/// The loaded CPU BLAS, or `None` (the test is skipped, saying why) where none is installed and
-/// none was asked for; `just test` installs one and names it in `LSR_BLAS`, and under CI a
-/// missing library fails the test.
-fn test_blas() -> Option<&'static super::blas::Blas> {
+/// The CPU BLAS libraries the product tests run through: the one loaded for the process
+/// (`LSR_BLAS`) and each file in `LSR_TEST_BLAS` (`:`-separated), or none (the tests are skipped,
+/// saying why) where none is installed and none was asked for. `just test` installs oneMKL and
+/// oneDNN and names them; under CI a library that does not load fails the test.
+fn test_blas() -> Vec<&'static super::blas::Blas> {
+    static MORE: std::sync::OnceLock<Vec<super::blas::Blas>> = std::sync::OnceLock::new();
     let required = [super::blas::LIBRARY_VARIABLE, "CI"].map(std::env::var_os);
-    match super::blas::library() {
-        Ok(blas) => Some(blas),
+    let mut libraries = match super::blas::library() {
+        Ok(blas) => vec![blas],
         Err(why) if required.iter().any(Option::is_some) => panic!("{why}"),
         Err(why) => {
             eprintln!("skipped, no CPU BLAS: {why}");
-            None
+            return Vec::new();
         }
-    }
+    };
+    let more = MORE.get_or_init(|| {
+        let named = std::env::var("LSR_TEST_BLAS").unwrap_or_default();
+        (named.split(':').filter(|name| !name.is_empty()))
+            .map(|name| {
+                super::blas::load(name).unwrap_or_else(|why| panic!("LSR_TEST_BLAS: {why}"))
+            })
+            .collect()
+    });
+    libraries.extend(more);
+    libraries
 }
 
 fn flex_tensor(shape: &[usize], seed: f32) -> burn_flex::FlexTensor {
@@ -135,8 +147,13 @@ fn operand(
 
 #[test]
 fn cpu_blas_products_equal_burns_for_every_transpose_and_layout() {
+    for blas in test_blas() {
+        products_equal_burns(blas);
+    }
+}
+
+fn products_equal_burns(blas: &super::blas::Blas) {
     use burn::backend::Flex;
-    let Some(blas) = test_blas() else { return };
     // Small; split by rows (m ≥ n); split by columns (n > m); batched, one shape per matrix.
     let cases: [(&[usize], usize, usize, usize); 4] = [
         (&[], 3, 4, 5),
@@ -156,10 +173,13 @@ fn cpu_blas_products_equal_burns_for_every_transpose_and_layout() {
             let lhs = operand(batch, lr, lc, layout, 0.37);
             let rhs = operand(batch, rr, rc, (layout + 1) % 3, 0.91);
             let expected = burn_matmul::<Flex>(lhs.clone(), rhs.clone(), trans_lhs, trans_rhs);
-            let got = super::blas::product(lhs, rhs, trans_lhs, trans_rhs)
+            let got = blas
+                .product(lhs, rhs, trans_lhs, trans_rhs)
                 .unwrap_or_else(|_| panic!("{} refused {batch:?} {m}x{n}x{k}", blas.path()));
-            let case =
-                format!("{batch:?} {m}x{n}x{k} trans {trans_lhs}/{trans_rhs} layout {layout}");
+            let case = format!(
+                "{}: {batch:?} {m}x{n}x{k} trans {trans_lhs}/{trans_rhs} layout {layout}",
+                blas.path()
+            );
             assert_eq!(got.layout().shape(), expected.layout().shape(), "{case}");
             got.into_data().assert_approx_eq::<f32>(
                 &expected.into_data(),
@@ -171,22 +191,34 @@ fn cpu_blas_products_equal_burns_for_every_transpose_and_layout() {
 
 #[test]
 fn cpu_blas_bf16_products_are_f32_products_of_the_rounded_operands() {
+    for blas in bf16_blas() {
+        bf16_products_are_f32_products_of_the_rounded_operands(blas);
+    }
+}
+
+/// The test libraries with a bf16 product (each one without it said).
+fn bf16_blas() -> Vec<&'static super::blas::Blas> {
+    let (with, without): (Vec<_>, Vec<_>) = test_blas()
+        .into_iter()
+        .partition(|blas| blas.computes(burn::tensor::DType::BF16));
+    for blas in without {
+        eprintln!("skipped: {} has no bf16 product", blas.path());
+    }
+    with
+}
+
+fn bf16_products_are_f32_products_of_the_rounded_operands(blas: &super::blas::Blas) {
     use burn::backend::Flex;
     use burn::backend::ops::FloatTensorOps;
     use burn::tensor::DType;
-    let Some(blas) = test_blas() else { return };
-    if !blas.computes(DType::BF16) {
-        eprintln!("skipped: {} has no bf16 product", blas.path());
-        return;
-    }
     let bf16 = |t| Flex::float_cast(t, DType::BF16.into());
     let f32 = |t| Flex::float_cast(t, DType::F32.into());
     // A batch of small products; products narrowed block by block, by rows and by columns.
     for (batch, m, n, k) in [(2, 70, 50, 96), (1, 1200, 300, 64), (1, 300, 1000, 96)] {
         let lhs = bf16(flex_tensor(&[batch, m, k], 0.37));
         let rhs = bf16(flex_tensor(&[batch, n, k], 0.91));
-        let got = super::blas::product(lhs.clone(), rhs.clone(), false, true)
-            .unwrap_or_else(|_| panic!("refused"));
+        let got = (blas.product(lhs.clone(), rhs.clone(), false, true))
+            .unwrap_or_else(|_| panic!("{} refused", blas.path()));
         assert_eq!(got.dtype(), DType::BF16);
         let expected = burn_matmul::<Flex>(f32(lhs), f32(rhs), false, true);
         // Accumulated in f32 from exact bf16 inputs; the only rounding that matters is the
@@ -232,14 +264,15 @@ fn routed_products_give_the_gradients_of_burns_matmul() {
 
 #[test]
 fn bf16_operands_give_f32_products_of_the_rounded_operands() {
+    for blas in bf16_blas() {
+        bf16_operands_give_rounded_products(blas);
+    }
+}
+
+fn bf16_operands_give_rounded_products(blas: &super::blas::Blas) {
     use burn::backend::Flex;
     use burn::backend::ops::FloatTensorOps;
     use burn::tensor::DType;
-    let Some(blas) = test_blas() else { return };
-    if !blas.computes(DType::BF16) {
-        eprintln!("skipped: {} has no bf16 product", blas.path());
-        return;
-    }
     let rounded = |t| Flex::float_cast(Flex::float_cast(t, DType::BF16.into()), DType::F32.into());
     // A dense lhs; a transposed view (a tied decoder) and a view inside a larger matrix as rhs.
     let lhs = flex_tensor(&[300, 96], 0.37);
@@ -248,9 +281,9 @@ fn bf16_operands_give_f32_products_of_the_rounded_operands() {
         operand(&[], 96, 700, 2, 0.91),
     ] {
         let got = super::blas::with_bf16_operands(true, || {
-            super::blas::product(lhs.clone(), rhs.clone(), false, false)
+            blas.product(lhs.clone(), rhs.clone(), false, false)
         })
-        .unwrap_or_else(|_| panic!("refused"));
+        .unwrap_or_else(|_| panic!("{} refused", blas.path()));
         assert_eq!(got.dtype(), DType::F32);
         let expected = burn_matmul::<Flex>(rounded(lhs.clone()), rounded(rhs), false, false);
         got.into_data().assert_approx_eq::<f32>(
@@ -259,7 +292,7 @@ fn bf16_operands_give_f32_products_of_the_rounded_operands() {
         );
     }
     // Outside the scope the same product is f32's.
-    let exact = super::blas::product(lhs.clone(), flex_tensor(&[96, 70], 0.91), false, false);
+    let exact = blas.product(lhs.clone(), flex_tensor(&[96, 70], 0.91), false, false);
     let expected = burn_matmul::<Flex>(lhs, flex_tensor(&[96, 70], 0.91), false, false);
     (exact.unwrap_or_else(|_| panic!("refused")).into_data()).assert_approx_eq::<f32>(
         &expected.into_data(),
