@@ -24,25 +24,28 @@ const CHUNK: usize = 1 << 15;
 /// Columns per task of [`group_max`]: a block's running maxima (4 KiB) stay in L1.
 const COLUMNS: usize = 1024;
 
-/// `f` of each element of `x`, in place where `x` owns its storage; `Err(x)` where `x` is not
-/// contiguous f32.
-pub fn map(mut x: FlexTensor, f: impl Fn(f32) -> f32 + Sync) -> Result<FlexTensor, FlexTensor> {
+/// `x` with `f` applied to its values in place, a chunk at a time (in place in `x` where `x`
+/// owns its storage, else in a copy); `Err(x)` where `x` is not contiguous f32. Chunks, not
+/// elements, so that `f` can work on many lanes at once ([`crate::erf`]).
+pub fn map(
+    mut x: FlexTensor,
+    f: impl Fn(&mut [f32]) + Send + Sync,
+) -> Result<FlexTensor, FlexTensor> {
     let Some((start, end)) = f32_span(&x) else {
         return Err(x);
     };
     if start == 0 && x.is_unique() {
         let values = &mut x.storage_mut::<f32>()[..end];
-        values
-            .par_chunks_mut(CHUNK)
-            .for_each(|chunk| chunk.iter_mut().for_each(|v| *v = f(*v)));
+        values.par_chunks_mut(CHUNK).for_each(f);
         return Ok(x);
     }
-    let mut out = Vec::with_capacity(end - start);
-    x.storage::<f32>()[start..end]
-        .par_iter()
-        .with_min_len(CHUNK)
-        .map(|&v| f(v))
-        .collect_into_vec(&mut out);
+    let mut out = vec![0.0; end - start];
+    (out.par_chunks_mut(CHUNK))
+        .zip(x.storage::<f32>()[start..end].par_chunks(CHUNK))
+        .for_each(|(out, values)| {
+            out.copy_from_slice(values);
+            f(out)
+        });
     Ok(contiguous(out, &x))
 }
 

@@ -19,6 +19,7 @@ pub mod block;
 pub mod cpu;
 pub mod device;
 pub mod dropout;
+mod erf;
 pub mod kernel_cache;
 pub mod launches;
 pub mod matmul;
