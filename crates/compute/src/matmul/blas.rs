@@ -493,7 +493,7 @@ fn narrowed(tensor: FlexTensor, trans: bool) -> (Vec<u16>, Operand) {
         .zip(values.par_chunks(1 << 14))
         .for_each(|(bits, values)| {
             for (b, &x) in bits.iter_mut().zip(values) {
-                *b = bf16::from_f32(x).to_bits();
+                *b = bf16_bits(x);
             }
         });
     (
@@ -503,6 +503,20 @@ fn narrowed(tensor: FlexTensor, trans: bool) -> (Vec<u16>, Operand) {
             ..operand
         },
     )
+}
+
+/// `bf16::from_f32(x).to_bits()` (round to nearest even, a NaN kept and made quiet) without
+/// half's branches, so that a loop of it vectorises; the two agree bit for bit (tested).
+#[inline(always)]
+pub(super) fn bf16_bits(x: f32) -> u16 {
+    let bits = x.to_bits();
+    let rounded = bits.wrapping_add(0x7fff + ((bits >> 16) & 1)) >> 16;
+    let quiet_nan = (bits >> 16) | 0x40;
+    (if bits & 0x7fff_ffff > 0x7f80_0000 {
+        quiet_nan
+    } else {
+        rounded
+    }) as u16
 }
 
 /// One strided-batched product `C[m, n] = op(A)[m, k] · op(B)[k, n]`, `C` dense.
@@ -582,7 +596,7 @@ impl Product {
                 let out =
                     unsafe { std::slice::from_raw_parts_mut((c as *mut bf16).add(at), width) };
                 for (o, &x) in out.iter_mut().zip(values) {
-                    *o = bf16::from_f32(x);
+                    *o = bf16::from_bits(bf16_bits(x));
                 }
             }
         });

@@ -299,3 +299,32 @@ fn bf16_operands_give_rounded_products(blas: &super::blas::Blas) {
         burn::tensor::Tolerance::rel_abs(1e-5, 1e-4),
     );
 }
+
+#[test]
+fn bf16_rounding_without_branches_is_halfs() {
+    use burn::tensor::bf16;
+    // Every 9,973rd bit pattern (both signs, every exponent, NaNs), and each rounding case:
+    // below, at and above the half-way point with an even and an odd last kept bit, the largest
+    // finite values (which round to infinity), subnormals and infinities.
+    let mut patterns: Vec<u32> = (0..=u32::MAX).step_by(9_973).collect();
+    for high in [
+        0x3f80_0000u32,
+        0x3f81_0000,
+        0x7f7f_0000,
+        0x0000_0000,
+        0x7f80_0000,
+        0x7fc0_0000,
+    ] {
+        for low in [0, 1, 0x7fff, 0x8000, 0x8001, 0xffff] {
+            patterns.extend([high | low, (high | low) ^ 0x8000_0000]);
+        }
+    }
+    for bits in patterns {
+        let x = f32::from_bits(bits);
+        assert_eq!(
+            super::blas::bf16_bits(x),
+            bf16::from_f32(x).to_bits(),
+            "{bits:#010x}"
+        );
+    }
+}
