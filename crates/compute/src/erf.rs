@@ -1,11 +1,12 @@
 //! libm's `erff` sixteen values at a time, bit for bit, for the exact GELU on flex. Why: the
 //! scalar `erff` (a branch and a division per value) was 6% of an encoding batch there
-//! (docs/perf-cpu.md). Values in its two polynomial ranges (2⁻²⁸ ≤ |x| < 1.25, nearly all of a
-//! GELU's inputs) are computed in lanes by the same operations in the same order, which Rust
-//! never contracts into fused multiply-adds; the rest (the ranges that call `expf`, tiny values,
-//! infinities, NaN) go to libm itself.
+//! (docs/perf-cpu.md). Values in its two polynomial ranges (2⁻²⁸ ≤ |x| < 1.25: a GELU input
+//! within ±1.77, where most lie) are computed in lanes by the same operations in the same
+//! order, which Rust never contracts into fused multiply-adds; the rest (the ranges that call
+//! `expf`, tiny values, infinities, NaN) go to libm itself.
 //!
-//! The ranges and coefficients are libm 0.2.16's (src/math/erff.rs), from FreeBSD's s_erff.c:
+//! The ranges and coefficients (their bits, as libm's comments give them) are libm 0.2.16's
+//! (src/math/erff.rs), from FreeBSD's s_erff.c:
 //!
 //! Copyright (C) 1993 by Sun Microsystems, Inc. All rights reserved.
 //!
@@ -17,32 +18,32 @@
 /// Values per call of [`erff16`]: one AVX-512 register.
 pub const LANES: usize = 16;
 
-const ERX: f32 = 8.4506291151e-01;
+const ERX: f32 = f32::from_bits(0x3f58_560b);
 // erf on [0, 0.84375]: x + x · P(x²) / Q(x²).
-const PP0: f32 = 1.2837916613e-01;
-const PP1: f32 = -3.2504209876e-01;
-const PP2: f32 = -2.8481749818e-02;
-const PP3: f32 = -5.7702702470e-03;
-const PP4: f32 = -2.3763017452e-05;
-const QQ1: f32 = 3.9791721106e-01;
-const QQ2: f32 = 6.5022252500e-02;
-const QQ3: f32 = 5.0813062117e-03;
-const QQ4: f32 = 1.3249473704e-04;
-const QQ5: f32 = -3.9602282413e-06;
+const PP0: f32 = f32::from_bits(0x3e03_75d4);
+const PP1: f32 = f32::from_bits(0xbea6_6beb);
+const PP2: f32 = f32::from_bits(0xbce9_528f);
+const PP3: f32 = f32::from_bits(0xbbbd_1489);
+const PP4: f32 = f32::from_bits(0xb7c7_56b1);
+const QQ1: f32 = f32::from_bits(0x3ecb_bbce);
+const QQ2: f32 = f32::from_bits(0x3d85_2a63);
+const QQ3: f32 = f32::from_bits(0x3ba6_8116);
+const QQ4: f32 = f32::from_bits(0x390a_ee49);
+const QQ5: f32 = f32::from_bits(0xb684_e21a);
 // erf on [0.84375, 1.25]: erx + P(|x| − 1) / Q(|x| − 1), through erfc.
-const PA0: f32 = -2.3621185683e-03;
-const PA1: f32 = 4.1485610604e-01;
-const PA2: f32 = -3.7220788002e-01;
-const PA3: f32 = 3.1834661961e-01;
-const PA4: f32 = -1.1089469492e-01;
-const PA5: f32 = 3.5478305072e-02;
-const PA6: f32 = -2.1663755178e-03;
-const QA1: f32 = 1.0642088205e-01;
-const QA2: f32 = 5.4039794207e-01;
-const QA3: f32 = 7.1828655899e-02;
-const QA4: f32 = 1.2617121637e-01;
-const QA5: f32 = 1.3637083583e-02;
-const QA6: f32 = 1.1984500103e-02;
+const PA0: f32 = f32::from_bits(0xbb1a_cdc6);
+const PA1: f32 = f32::from_bits(0x3ed4_6805);
+const PA2: f32 = f32::from_bits(0xbebe_9208);
+const PA3: f32 = f32::from_bits(0x3ea2_fe54);
+const PA4: f32 = f32::from_bits(0xbde3_1cc2);
+const PA5: f32 = f32::from_bits(0x3d11_51b3);
+const PA6: f32 = f32::from_bits(0xbb0d_f9c0);
+const QA1: f32 = f32::from_bits(0x3dd9_f331);
+const QA2: f32 = f32::from_bits(0x3f0a_5785);
+const QA3: f32 = f32::from_bits(0x3d93_1ae7);
+const QA4: f32 = f32::from_bits(0x3e01_3307);
+const QA5: f32 = f32::from_bits(0x3c5f_6e13);
+const QA6: f32 = f32::from_bits(0x3c44_5aa3);
 
 /// The bit patterns of |x| each polynomial covers: from 2⁻²⁸ to 0.84375, and to 1.25.
 const SMALL: std::ops::Range<u32> = 0x3180_0000..0x3f58_0000;
