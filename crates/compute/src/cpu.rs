@@ -39,13 +39,13 @@ pub fn map(
         values.par_chunks_mut(CHUNK).for_each(f);
         return Ok(x);
     }
-    let mut out = vec![0.0; end - start];
-    (out.par_chunks_mut(CHUNK))
+    // Each chunk copied into fresh storage and mapped there: written once, not zeroed first.
+    let mut out = Vec::with_capacity(end - start);
+    (out.spare_capacity_mut().par_chunks_mut(CHUNK))
         .zip(x.storage::<f32>()[start..end].par_chunks(CHUNK))
-        .for_each(|(out, values)| {
-            out.copy_from_slice(values);
-            f(out)
-        });
+        .for_each(|(out, values)| f(out.write_copy_of_slice(values)));
+    // SAFETY: the chunks cover all `end - start` elements, each written above.
+    unsafe { out.set_len(end - start) };
     Ok(contiguous(out, &x))
 }
 

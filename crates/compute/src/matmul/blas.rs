@@ -398,7 +398,6 @@ impl Blas {
         trans_lhs: bool,
         trans_rhs: bool,
     ) -> Result<FloatTensor<Flex>, (FloatTensor<Flex>, FloatTensor<Flex>)> {
-        let blas = self;
         let dtype = lhs.dtype();
         let (ls, rs) = (lhs.layout().shape().clone(), rhs.layout().shape().clone());
         let d = ls.num_dims();
@@ -406,35 +405,11 @@ impl Blas {
         let k = ls[if trans_lhs { d - 2 } else { d - 1 }];
         let n = rs[if trans_rhs { d - 2 } else { d - 1 }];
         let batch: usize = ls[..d - 2].iter().product();
-        let served = rhs.dtype() == dtype && blas.computes(dtype) && rs.num_dims() == d;
+        let served = rhs.dtype() == dtype && self.computes(dtype) && rs.num_dims() == d;
         if !served || ls[..d - 2] != rs[..d - 2] || batch * m * n * k == 0 {
             return Err((lhs, rhs));
         }
-        let narrow = dtype == DType::F32 && BF16_OPERANDS.with(|flag| flag.get());
-        if let (true, Some(gemm)) = (narrow, blas.bf16) {
-            let (a_bits, a) = narrowed(lhs, trans_lhs);
-            let (b_bits, b) = narrowed(rhs, trans_rhs);
-            let shape = Product {
-                batch,
-                m,
-                n,
-                k,
-                a,
-                b,
-            };
-            let out = Bytes::from_elems(shape.run(gemm, &a_bits, &b_bits));
-            return Ok(FlexTensor::new(
-                out,
-                Layout::contiguous(dims(&ls, m, n)),
-                dtype,
-            ));
-        }
-        let (lhs, a) = operand(lhs, trans_lhs);
-        let (rhs, b) = operand(rhs, trans_rhs);
-        let (Some(a), Some(b)) = (a, b) else {
-            return Err((lhs, rhs));
-        };
-        let shape = Product {
+        let shape = |a, b| Product {
             batch,
             m,
             n,
@@ -442,25 +417,35 @@ impl Blas {
             a,
             b,
         };
+        let output = |out| FlexTensor::new(out, Layout::contiguous(dims(&ls, m, n)), dtype);
+        let narrow = dtype == DType::F32 && BF16_OPERANDS.with(|flag| flag.get());
+        if let (true, Some(gemm)) = (narrow, self.bf16) {
+            let (a_bits, a) = narrowed(lhs, trans_lhs);
+            let (b_bits, b) = narrowed(rhs, trans_rhs);
+            let out = shape(a, b).run(gemm, &a_bits, &b_bits);
+            return Ok(output(Bytes::from_elems(out)));
+        }
+        let (lhs, a) = operand(lhs, trans_lhs);
+        let (rhs, b) = operand(rhs, trans_rhs);
+        let (Some(a), Some(b)) = (a, b) else {
+            return Err((lhs, rhs));
+        };
         let out = match dtype {
             DType::F32 => {
-                Bytes::from_elems(shape.run(blas.sgemm, lhs.storage::<f32>(), rhs.storage::<f32>()))
+                let (a_values, b_values) = (lhs.storage::<f32>(), rhs.storage::<f32>());
+                Bytes::from_elems(shape(a, b).run(self.sgemm, a_values, b_values))
             }
             _ => {
-                let gemm = blas.bf16.expect("computes() checked for a bf16 product");
+                let gemm = self.bf16.expect("computes() checked for a bf16 product");
                 let as_bits = |t: &FlexTensor| -> &[u16] {
                     let values = t.storage::<bf16>();
                     // SAFETY: bf16 is a u16 bit pattern, same size and alignment.
                     unsafe { std::slice::from_raw_parts(values.as_ptr().cast(), values.len()) }
                 };
-                Bytes::from_elems(shape.run_bf16(gemm, as_bits(&lhs), as_bits(&rhs)))
+                Bytes::from_elems(shape(a, b).run_bf16(gemm, as_bits(&lhs), as_bits(&rhs)))
             }
         };
-        Ok(FlexTensor::new(
-            out,
-            Layout::contiguous(dims(&ls, m, n)),
-            dtype,
-        ))
+        Ok(output(out))
     }
 }
 
@@ -700,29 +685,33 @@ impl<T> Gemm<T> {
         (b, ldb): (*const T, usize),
         (c, ldc): (*mut f32, usize),
     ) {
+        // One argument list for both interfaces, each with its own flags and integer width.
+        macro_rules! product {
+            ($gemm:expr, [$($order:expr)?], $flag:expr, $int:expr) => {
+                $gemm(
+                    $($order,)?
+                    $flag(trans_a),
+                    $flag(trans_b),
+                    $int(m),
+                    $int(n),
+                    $int(k),
+                    1.0,
+                    a,
+                    $int(lda),
+                    b,
+                    $int(ldb),
+                    0.0,
+                    c,
+                    $int(ldc),
+                )
+            };
+        }
         match self {
             Gemm::Cblas(gemm) => {
                 let flag = |trans| if trans { TRANS } else { NO_TRANS };
                 let int = |x: usize| c_int::try_from(x).expect("a BLAS dimension fits a C int");
                 // SAFETY: the caller's.
-                unsafe {
-                    gemm(
-                        ROW_MAJOR,
-                        flag(trans_a),
-                        flag(trans_b),
-                        int(m),
-                        int(n),
-                        int(k),
-                        1.0,
-                        a,
-                        int(lda),
-                        b,
-                        int(ldb),
-                        0.0,
-                        c,
-                        int(ldc),
-                    )
-                }
+                unsafe { product!(gemm, [ROW_MAJOR], flag, int) }
             }
             Gemm::Dnnl(gemm, threads) => {
                 if let Some(set) = threads.filter(|_| !ONE_OPENMP_THREAD.replace(true)) {
@@ -732,23 +721,7 @@ impl<T> Gemm<T> {
                 let flag = |trans| (if trans { b'T' } else { b'N' }) as c_char;
                 let int = |x: usize| x as i64;
                 // SAFETY: the caller's.
-                let status = unsafe {
-                    gemm(
-                        flag(trans_a),
-                        flag(trans_b),
-                        int(m),
-                        int(n),
-                        int(k),
-                        1.0,
-                        a,
-                        int(lda),
-                        b,
-                        int(ldb),
-                        0.0,
-                        c,
-                        int(ldc),
-                    )
-                };
+                let status = unsafe { product!(gemm, [], flag, int) };
                 assert_eq!(
                     status, 0,
                     "oneDNN refused the product {m}x{n}x{k}: status {status}"
