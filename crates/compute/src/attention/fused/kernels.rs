@@ -1,10 +1,11 @@
-//! The fused attention's kernels: the forward (the output and one logsumexp per query) and the
-//! backward's three (dQ with `D = rowsum(dO ∘ O)`, dK, dV). Each unit owns one row (a query, or
-//! a key in dK and dV), keeps it and its accumulators in registers, and walks the other side in
-//! tiles that the cube stages in shared memory, in f32 whatever the tensors' dtype; the softmax
-//! is online (FlashAttention's running max and sum), so no `[B, H, L, L]` tensor exists. The
-//! backward recomputes each probability from the saved statistics of its row, and the dropout
-//! mask from a hash of its position.
+//! The fused attention's kernels: the forward (the output and two statistics per query) and the
+//! backward's two (dQ with `D = rowsum(dO ∘ O)`; dK and dV together), FlashAttention-2's way. A
+//! cube owns a block of rows (queries; keys in dK and dV) and walks the other side in tiles,
+//! both staged in shared memory in f32 whatever the tensors' dtype; each product of two tiles is
+//! split over the cube's units in register blocks ([`Shape`]); the softmax is online (a running
+//! max and sum per row), so no `[B, H, L, L]` tensor exists. The backward recomputes each
+//! probability from the saved statistics of its row, and the dropout mask from a hash of its
+//! position.
 //!
 //! The statistics are the row's largest score and the log of its sum, not their sum the
 //! logsumexp: a padded query whose keys are all masked has scores near −1e9, where f32 cannot
@@ -37,14 +38,60 @@ pub struct Params {
     pub keep_scale: f32,
 }
 
-/// What the kernels are compiled for: the head dimension, the rows per staged tile, and which
-/// of the window and dropout apply.
+/// What the kernels are compiled for: the head dimension; the rows a cube owns (queries, or keys
+/// in dK and dV) and the rows of the other side it stages at a time; its units as an `ny × nx`
+/// grid; and which of the window and dropout apply. Every product of two tiles is split over
+/// the grid in register blocks: unit `(ty, tx)` computes rows `ty + i·ny` (`i <` [`Self::m`])
+/// and columns `tx + j·nx` of it, so it holds a few dozen accumulators where a unit owning a
+/// whole row held hundreds (and spilled: docs/perf-gpu.md).
 #[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
 pub struct Shape {
     pub dim: usize,
+    pub rows: usize,
     pub tile: usize,
+    pub ny: usize,
+    pub nx: usize,
     pub windowed: bool,
     pub dropped: bool,
+}
+
+impl Shape {
+    /// Units a cube runs.
+    pub fn units(&self) -> usize {
+        self.ny * self.nx
+    }
+
+    /// Rows of a product a unit computes.
+    fn m(&self) -> usize {
+        self.rows / self.ny
+    }
+
+    /// Columns a unit computes of a `rows × tile` product (scores) and of a `rows × dim` one.
+    fn score_columns(&self) -> usize {
+        self.tile / self.nx
+    }
+
+    fn dim_columns(&self) -> usize {
+        self.dim / self.nx
+    }
+
+    /// Strides of staged rows and of staged scores, one past their width: the units of a plane
+    /// read one term of different rows, which would otherwise share a shared-memory bank.
+    fn row_stride(&self) -> usize {
+        self.dim + 1
+    }
+
+    fn score_stride(&self) -> usize {
+        self.tile + 1
+    }
+
+    /// The f32 terms of shared memory the largest kernel stages (dQ and dK/dV: two tiles of
+    /// `rows` and two of `tile` rows, the scores, three terms per row).
+    pub fn shared_terms(&self) -> usize {
+        2 * (self.rows + self.tile) * self.row_stride()
+            + self.rows * self.score_stride()
+            + 3 * self.rows.max(self.tile)
+    }
 }
 
 /// murmur3's finaliser: each input bit flips each output bit with probability ½.
@@ -97,8 +144,8 @@ fn score(
     s
 }
 
-/// Rows `start..start + tile` of `[B, H, L, d]` `t` (batch `b`, head `h`) into `stage`, in f32,
-/// zeros past the end; every unit of the cube takes part.
+/// Rows `start..start + count` of `[B, H, L, d]` `t` (batch `b`, head `h`), times `factor`, into
+/// `stage` at [`Shape::row_stride`], in f32, zeros past the end; every unit of the cube takes part.
 #[cube]
 fn stage_heads<F: Float>(
     t: &Tensor<F>,
@@ -106,24 +153,27 @@ fn stage_heads<F: Float>(
     b: usize,
     h: usize,
     start: usize,
+    factor: f32,
+    #[comptime] count: usize,
     #[comptime] shape: Shape,
 ) {
     let len = t.shape(2);
     let base = b * t.stride(0) + h * t.stride(1);
+    let (dim, stride) = (shape.dim, comptime!(shape.row_stride()));
     let mut e = UNIT_POS_X as usize;
-    while e < shape.tile * shape.dim {
-        let row = start + e / shape.dim;
+    while e < count * dim {
+        let (r, c) = (e / dim, e % dim);
         let mut value = f32::new(0.0);
-        if row < len {
-            value = f32::cast_from(t[base + row * t.stride(2) + (e % shape.dim) * t.stride(3)]);
+        if start + r < len {
+            value = f32::cast_from(t[base + (start + r) * t.stride(2) + c * t.stride(3)]) * factor;
         }
-        stage[e] = value;
+        stage[r * stride + c] = value;
         e += CUBE_DIM_X as usize;
     }
 }
 
-/// Rows `start..start + tile` of `[B, L, H, d]` contiguous `t` (batch `b`, head `h`) into
-/// `stage`, in f32, zeros past the end.
+/// Rows `start..start + count` of `[B, L, H, d]` contiguous `t` (batch `b`, head `h`) into
+/// `stage` as [`stage_heads`] does.
 #[cube]
 fn stage_rows<F: Float>(
     t: &Tensor<F>,
@@ -133,59 +183,108 @@ fn stage_rows<F: Float>(
     start: usize,
     len: usize,
     heads: usize,
+    #[comptime] count: usize,
     #[comptime] shape: Shape,
 ) {
+    let (dim, stride) = (shape.dim, comptime!(shape.row_stride()));
     let mut e = UNIT_POS_X as usize;
-    while e < shape.tile * shape.dim {
-        let row = start + e / shape.dim;
+    while e < count * dim {
+        let (r, c) = (e / dim, e % dim);
         let mut value = f32::new(0.0);
-        if row < len {
-            value = f32::cast_from(t[((b * len + row) * heads + h) * shape.dim + e % shape.dim]);
+        if start + r < len {
+            value = f32::cast_from(t[((b * len + start + r) * heads + h) * dim + c]);
+        }
+        stage[r * stride + c] = value;
+        e += CUBE_DIM_X as usize;
+    }
+}
+
+/// Term `offset` of the `width` per row of `terms` (the statistics, `delta`) for `count` rows
+/// from `start` (of the head's rows at `row_base`), zeros past the end.
+#[cube]
+fn stage_row_terms(
+    terms: &Tensor<f32>,
+    stage: &mut Shared<[f32]>,
+    row_base: usize,
+    start: usize,
+    len: usize,
+    #[comptime] width: usize,
+    #[comptime] offset: usize,
+    #[comptime] count: usize,
+) {
+    let mut e = UNIT_POS_X as usize;
+    while e < count {
+        let mut value = f32::new(0.0);
+        if start + e < len {
+            value = terms[(row_base + start + e) * width + offset];
         }
         stage[e] = value;
         e += CUBE_DIM_X as usize;
     }
 }
 
-/// Row `row` of `[B, H, L, d]` `t` into `into`, in f32, times `factor`.
+/// This unit's block of a product of staged tiles, added to `acc` (`m` rows, `columns` a row):
+/// with `transposed`, scores `a · bᵀ` of two tiles of rows (`rows × tile`, summed over the head
+/// dimension); without, `a · b` of scores and a tile of rows (`rows × dim`, summed over the tile).
 #[cube]
-fn load_head_row<F: Float>(
-    t: &Tensor<F>,
-    into: &mut Array<f32>,
-    b: usize,
-    h: usize,
-    row: usize,
-    factor: f32,
-    #[comptime] dim: usize,
+fn accumulate(
+    a: &Shared<[f32]>,
+    b: &Shared<[f32]>,
+    acc: &mut Array<f32>,
+    ty: usize,
+    tx: usize,
+    #[comptime] shape: Shape,
+    #[comptime] transposed: bool,
 ) {
-    let base = b * t.stride(0) + h * t.stride(1) + row * t.stride(2);
-    #[unroll]
-    for c in 0..dim {
-        into[c] = f32::cast_from(t[base + c * t.stride(3)]) * factor;
+    let m = comptime!(shape.m());
+    let (columns, depth, a_stride) = if transposed {
+        comptime!((shape.score_columns(), shape.dim, shape.row_stride()))
+    } else {
+        comptime!((shape.dim_columns(), shape.tile, shape.score_stride()))
+    };
+    let b_stride = comptime!(shape.row_stride());
+    let mut left = Array::<f32>::new(m);
+    let mut right = Array::<f32>::new(columns);
+    for c in 0..depth {
+        #[unroll]
+        for i in 0..m {
+            left[i] = a[(ty + i * shape.ny) * a_stride + c];
+        }
+        #[unroll]
+        for j in 0..columns {
+            let column = tx + j * shape.nx;
+            right[j] = if transposed {
+                b[column * b_stride + c]
+            } else {
+                b[c * b_stride + column]
+            };
+        }
+        #[unroll]
+        for i in 0..m {
+            #[unroll]
+            for j in 0..columns {
+                acc[i * columns + j] += left[i] * right[j];
+            }
+        }
     }
 }
 
-/// Where term 0 of row `row` of head `h` of `part` (0: q, 1: k, 2: v) starts in the
-/// `[B, L, 3, H, d]` gradients.
+/// `count` zeros in registers.
 #[cube]
-fn gradient_base(
-    b: usize,
-    row: usize,
-    h: usize,
-    len: usize,
-    heads: usize,
-    part: usize,
-    #[comptime] dim: usize,
-) -> usize {
-    (((b * len + row) * 3 + part) * heads + h) * dim
+fn zeros(#[comptime] count: usize) -> Array<f32> {
+    let mut a = Array::<f32>::new(count);
+    #[unroll]
+    for i in 0..count {
+        a[i] = f32::new(0.0);
+    }
+    a
 }
 
-/// The unit's row (its cube's first row plus its position), and whether it is a real one: the
-/// units past the end stage tiles and wait at barriers but compute nothing.
+/// The unit's place in the cube's grid, `(ty, tx)`.
 #[cube]
-fn own_row(len: usize) -> (usize, bool) {
-    let row = CUBE_POS_X as usize * CUBE_DIM_X as usize + UNIT_POS_X as usize;
-    (row.min(len - 1), row < len)
+fn grid_position(#[comptime] shape: Shape) -> (usize, usize) {
+    let unit = UNIT_POS_X as usize;
+    (unit / shape.nx, unit % shape.nx)
 }
 
 /// The output `[B, L, H, d]` and statistics `[B, H, L, 2]` of every query. Cubes: (query
@@ -204,71 +303,106 @@ pub fn forward<F: Float>(
 ) {
     let (heads, len) = (q.shape(1), q.shape(2));
     let (h, b) = (CUBE_POS_Y as usize, CUBE_POS_Z as usize);
-    let (i, active) = own_row(len);
-    let dim = shape.dim;
-    let mut query = Array::<f32>::new(dim);
-    let mut acc = Array::<f32>::new(dim);
-    load_head_row::<F>(q, &mut query, b, h, i, params.scale, dim);
-    #[unroll]
-    for c in 0..dim {
-        acc[c] = f32::new(0.0);
-    }
-    let mut keys = Shared::<[f32]>::new_slice(comptime!(shape.tile * shape.dim));
-    let mut values = Shared::<[f32]>::new_slice(comptime!(shape.tile * shape.dim));
-    let mut max = f32::new(LOWEST);
+    let first = CUBE_POS_X as usize * shape.rows;
+    let unit = UNIT_POS_X as usize;
+    let (ty, tx) = grid_position(shape);
+    let (m, n, nd) = comptime!((shape.m(), shape.score_columns(), shape.dim_columns()));
+    let (row_stride, score_stride) = comptime!((shape.row_stride(), shape.score_stride()));
+    let mut queries = Shared::<[f32]>::new_slice(comptime!(shape.rows * row_stride));
+    let mut keys = Shared::<[f32]>::new_slice(comptime!(shape.tile * row_stride));
+    let mut values = Shared::<[f32]>::new_slice(comptime!(shape.tile * row_stride));
+    let mut scores = Shared::<[f32]>::new_slice(comptime!(shape.rows * score_stride));
+    // Each row's correction of the tile, and at the end its sum.
+    let mut row_terms = Shared::<[f32]>::new_slice(shape.rows);
+    stage_heads::<F>(q, &mut queries, b, h, first, params.scale, shape.rows, shape);
+    let mut acc = zeros(comptime!(m * nd));
+    // The running max and sum of row `unit` (units past the block's rows keep none).
+    let mut running_max = f32::new(LOWEST);
     let mut sum = f32::new(0.0);
-    let row_id = (b * heads + h) * len + i;
+    let row_id = (b * heads + h) * len + first + unit;
     let mut start = 0usize;
     while start < len {
-        stage_heads::<F>(k, &mut keys, b, h, start, shape);
-        stage_heads::<F>(v, &mut values, b, h, start, shape);
+        stage_heads::<F>(k, &mut keys, b, h, start, f32::new(1.0), shape.tile, shape);
+        stage_heads::<F>(v, &mut values, b, h, start, f32::new(1.0), shape.tile, shape);
         sync_cube();
-        let end = (len - start).min(shape.tile);
-        for j in 0..end {
-            let key = start + j;
-            let mut dot = f32::new(0.0);
+        let mut dots = zeros(comptime!(m * n));
+        accumulate(&queries, &keys, &mut dots, ty, tx, shape, true);
+        #[unroll]
+        for j in 0..n {
+            let c = tx + j * shape.nx;
+            let key = start + c;
+            let bias = key_bias[b * key_bias.stride(0) + key.min(len - 1) * key_bias.stride(1)];
             #[unroll]
-            for c in 0..dim {
-                dot += query[c] * keys[j * dim + c];
-            }
-            let bias = key_bias[b * key_bias.stride(0) + key * key_bias.stride(1)];
-            let s = score(dot, bias, i, key, &params, shape.windowed);
-            if s > max {
-                let correction = (max - s).exp();
-                sum *= correction;
-                #[unroll]
-                for c in 0..dim {
-                    acc[c] *= correction;
+            for i in 0..m {
+                let r = ty + i * shape.ny;
+                let mut s = f32::new(LOWEST);
+                if key < len {
+                    s = score(dots[i * n + j], bias, first + r, key, &params, shape.windowed);
                 }
-                max = s;
-            }
-            let p = (s - max).exp();
-            sum += p;
-            let mut weight = p;
-            if shape.dropped {
-                weight = p * kept(row_id, key, &params);
-            }
-            #[unroll]
-            for c in 0..dim {
-                acc[c] += weight * values[j * dim + c];
+                scores[r * score_stride + c] = s;
             }
         }
+        sync_cube();
+        if unit < shape.rows {
+            let at = unit * score_stride;
+            let mut tile_max = running_max;
+            for c in 0..shape.tile {
+                let s = scores[at + c];
+                if s > tile_max {
+                    tile_max = s;
+                }
+            }
+            let correction = (running_max - tile_max).exp();
+            sum *= correction;
+            for c in 0..shape.tile {
+                let p = (scores[at + c] - tile_max).exp();
+                sum += p;
+                let mut weight = p;
+                if shape.dropped {
+                    weight = p * kept(row_id, start + c, &params);
+                }
+                scores[at + c] = weight;
+            }
+            running_max = tile_max;
+            row_terms[unit] = correction;
+        }
+        sync_cube();
+        #[unroll]
+        for i in 0..m {
+            let correction = row_terms[ty + i * shape.ny];
+            #[unroll]
+            for j in 0..nd {
+                acc[i * nd + j] *= correction;
+            }
+        }
+        accumulate(&scores, &values, &mut acc, ty, tx, shape, false);
         sync_cube();
         start += shape.tile;
     }
-    if active {
-        let base = ((b * len + i) * heads + h) * dim;
-        #[unroll]
-        for c in 0..dim {
-            out[base + c] = F::cast_from(acc[c] / sum);
+    if unit < shape.rows {
+        row_terms[unit] = sum;
+        if first + unit < len {
+            stats[2 * row_id] = running_max;
+            stats[2 * row_id + 1] = sum.ln();
         }
-        stats[2 * row_id] = max;
-        stats[2 * row_id + 1] = sum.ln();
+    }
+    sync_cube();
+    #[unroll]
+    for i in 0..m {
+        let r = ty + i * shape.ny;
+        if first + r < len {
+            let total = row_terms[r];
+            let base = ((b * len + first + r) * heads + h) * shape.dim;
+            #[unroll]
+            for j in 0..nd {
+                out[base + tx + j * shape.nx] = F::cast_from(acc[i * nd + j] / total);
+            }
+        }
     }
 }
 
-/// dQ (part 0 of the gradients) and `delta = rowsum(dO ∘ O)` `[B, H, L]`, which dK needs. Cubes: (query
-/// blocks, heads, batch).
+/// dQ (part 0 of the gradients) and `delta = rowsum(dO ∘ O)` `[B, H, L]`, which dK needs.
+/// Cubes: (query blocks, heads, batch).
 #[cube(launch)]
 pub fn query_gradient<F: Float>(
     q: &Tensor<F>,
@@ -286,91 +420,90 @@ pub fn query_gradient<F: Float>(
 ) {
     let (heads, len) = (q.shape(1), q.shape(2));
     let (h, b) = (CUBE_POS_Y as usize, CUBE_POS_Z as usize);
-    let (i, active) = own_row(len);
-    let dim = shape.dim;
-    let mut query = Array::<f32>::new(dim);
-    let mut upstream = Array::<f32>::new(dim);
-    let mut grad = Array::<f32>::new(dim);
-    load_head_row::<F>(q, &mut query, b, h, i, params.scale, dim);
-    let base = ((b * len + i) * heads + h) * dim;
-    let mut d = f32::new(0.0);
-    #[unroll]
-    for c in 0..dim {
-        upstream[c] = f32::cast_from(dout[base + c]);
-        d += upstream[c] * f32::cast_from(out[base + c]);
-        grad[c] = f32::new(0.0);
+    let first = CUBE_POS_X as usize * shape.rows;
+    let unit = UNIT_POS_X as usize;
+    let (ty, tx) = grid_position(shape);
+    let (m, n, nd) = comptime!((shape.m(), shape.score_columns(), shape.dim_columns()));
+    let (row_stride, score_stride) = comptime!((shape.row_stride(), shape.score_stride()));
+    let mut queries = Shared::<[f32]>::new_slice(comptime!(shape.rows * row_stride));
+    let mut upstream = Shared::<[f32]>::new_slice(comptime!(shape.rows * row_stride));
+    let mut keys = Shared::<[f32]>::new_slice(comptime!(shape.tile * row_stride));
+    let mut values = Shared::<[f32]>::new_slice(comptime!(shape.tile * row_stride));
+    let mut scores = Shared::<[f32]>::new_slice(comptime!(shape.rows * score_stride));
+    let mut maxes = Shared::<[f32]>::new_slice(shape.rows);
+    let mut ln_sums = Shared::<[f32]>::new_slice(shape.rows);
+    let mut deltas = Shared::<[f32]>::new_slice(shape.rows);
+    stage_heads::<F>(q, &mut queries, b, h, first, params.scale, shape.rows, shape);
+    stage_rows::<F>(dout, &mut upstream, b, h, first, len, heads, shape.rows, shape);
+    let row_base = (b * heads + h) * len;
+    if unit < shape.rows {
+        let mut d = f32::new(0.0);
+        let (mut row_max, mut row_ln_sum) = (f32::new(0.0), f32::new(0.0));
+        let row = first + unit;
+        if row < len {
+            let base = ((b * len + row) * heads + h) * shape.dim;
+            for c in 0..shape.dim {
+                d += f32::cast_from(dout[base + c]) * f32::cast_from(out[base + c]);
+            }
+            row_max = stats[2 * (row_base + row)];
+            row_ln_sum = stats[2 * (row_base + row) + 1];
+            delta[row_base + row] = d;
+        }
+        deltas[unit] = d;
+        maxes[unit] = row_max;
+        ln_sums[unit] = row_ln_sum;
     }
-    let row_id = (b * heads + h) * len + i;
-    let (row_max, row_ln_sum) = (stats[2 * row_id], stats[2 * row_id + 1]);
-    let mut keys = Shared::<[f32]>::new_slice(comptime!(shape.tile * shape.dim));
-    let mut values = Shared::<[f32]>::new_slice(comptime!(shape.tile * shape.dim));
+    let mut acc = zeros(comptime!(m * nd));
     let mut start = 0usize;
     while start < len {
-        stage_heads::<F>(k, &mut keys, b, h, start, shape);
-        stage_heads::<F>(v, &mut values, b, h, start, shape);
+        stage_heads::<F>(k, &mut keys, b, h, start, f32::new(1.0), shape.tile, shape);
+        stage_heads::<F>(v, &mut values, b, h, start, f32::new(1.0), shape.tile, shape);
         sync_cube();
-        let end = (len - start).min(shape.tile);
-        for j in 0..end {
-            let key = start + j;
-            let mut dot = f32::new(0.0);
-            let mut dp = f32::new(0.0);
+        let mut dots = zeros(comptime!(m * n));
+        let mut dp = zeros(comptime!(m * n));
+        accumulate(&queries, &keys, &mut dots, ty, tx, shape, true);
+        accumulate(&upstream, &values, &mut dp, ty, tx, shape, true);
+        #[unroll]
+        for j in 0..n {
+            let c = tx + j * shape.nx;
+            let key = start + c;
+            let bias = key_bias[b * key_bias.stride(0) + key.min(len - 1) * key_bias.stride(1)];
             #[unroll]
-            for c in 0..dim {
-                dot += query[c] * keys[j * dim + c];
-                dp += upstream[c] * values[j * dim + c];
-            }
-            let bias = key_bias[b * key_bias.stride(0) + key * key_bias.stride(1)];
-            let s = score(dot, bias, i, key, &params, shape.windowed);
-            let p = (s - row_max - row_ln_sum).exp();
-            if shape.dropped {
-                dp *= kept(row_id, key, &params);
-            }
-            let ds = p * (dp - d);
-            #[unroll]
-            for c in 0..dim {
-                grad[c] += ds * keys[j * dim + c];
+            for i in 0..m {
+                let r = ty + i * shape.ny;
+                let mut ds = f32::new(0.0);
+                if key < len {
+                    let s = score(dots[i * n + j], bias, first + r, key, &params, shape.windowed);
+                    let p = (s - maxes[r] - ln_sums[r]).exp();
+                    let mut g = dp[i * n + j];
+                    if shape.dropped {
+                        g *= kept(row_base + first + r, key, &params);
+                    }
+                    ds = p * (g - deltas[r]);
+                }
+                scores[r * score_stride + c] = ds;
             }
         }
+        sync_cube();
+        accumulate(&scores, &keys, &mut acc, ty, tx, shape, false);
         sync_cube();
         start += shape.tile;
     }
-    if active {
-        let at = gradient_base(b, i, h, len, heads, 0usize, dim);
-        #[unroll]
-        for c in 0..dim {
-            gradients[at + c] = F::cast_from(grad[c] * params.scale);
+    #[unroll]
+    for i in 0..m {
+        let row = first + ty + i * shape.ny;
+        if row < len {
+            let at = gradient_base(b, row, h, len, heads, 0usize, shape.dim);
+            #[unroll]
+            for j in 0..nd {
+                gradients[at + tx + j * shape.nx] = F::cast_from(acc[i * nd + j] * params.scale);
+            }
         }
-        delta[row_id] = d;
     }
 }
 
-/// Term `offset` of the `width` per row of `terms` (the statistics, `delta`) for the tile of
-/// queries at `start`.
-#[cube]
-fn stage_row_terms(
-    terms: &Tensor<f32>,
-    stage: &mut Shared<[f32]>,
-    row_base: usize,
-    start: usize,
-    len: usize,
-    #[comptime] width: usize,
-    #[comptime] offset: usize,
-    #[comptime] tile: usize,
-) {
-    let mut e = UNIT_POS_X as usize;
-    while e < tile {
-        let mut value = f32::new(0.0);
-        if start + e < len {
-            value = terms[(row_base + start + e) * width + offset];
-        }
-        stage[e] = value;
-        e += CUBE_DIM_X as usize;
-    }
-}
-
-/// dK (`keys`, part 1 of the gradients) or dV (part 2): one body, compiled for each, as two kernels (the two
-/// accumulators together would need 256 registers of f32 a unit at head dimension 64). dV needs
-/// neither `v` nor `delta`, bound all the same. Cubes: (key blocks, heads, batch).
+/// dK and dV (parts 1 and 2 of the gradients) of a block of keys. Cubes: (key blocks, heads,
+/// batch).
 #[cube(launch)]
 pub fn key_value_gradient<F: Float>(
     q: &Tensor<F>,
@@ -383,106 +516,115 @@ pub fn key_value_gradient<F: Float>(
     gradients: &mut Tensor<F>,
     params: Params,
     #[comptime] shape: Shape,
-    #[comptime] keys: bool,
     #[define(F)] _dtype: ElemType,
 ) {
     let (heads, len) = (q.shape(1), q.shape(2));
     let (h, b) = (CUBE_POS_Y as usize, CUBE_POS_Z as usize);
-    let (j, active) = own_row(len);
-    let dim = shape.dim;
-    let mut key = Array::<f32>::new(dim);
-    let mut value = Array::<f32>::new(dim);
-    let mut acc = Array::<f32>::new(dim);
-    load_head_row::<F>(k, &mut key, b, h, j, f32::new(1.0), dim);
-    if keys {
-        load_head_row::<F>(v, &mut value, b, h, j, f32::new(1.0), dim);
-    }
-    #[unroll]
-    for c in 0..dim {
-        acc[c] = f32::new(0.0);
-    }
-    let bias = key_bias[b * key_bias.stride(0) + j * key_bias.stride(1)];
-    let row_base = (b * heads + h) * len;
-    let mut queries = Shared::<[f32]>::new_slice(comptime!(shape.tile * shape.dim));
-    let mut upstream = Shared::<[f32]>::new_slice(comptime!(shape.tile * shape.dim));
+    let first = CUBE_POS_X as usize * shape.rows;
+    let (ty, tx) = grid_position(shape);
+    let (m, n, nd) = comptime!((shape.m(), shape.score_columns(), shape.dim_columns()));
+    let (row_stride, score_stride) = comptime!((shape.row_stride(), shape.score_stride()));
+    let mut keys = Shared::<[f32]>::new_slice(comptime!(shape.rows * row_stride));
+    let mut values = Shared::<[f32]>::new_slice(comptime!(shape.rows * row_stride));
+    let mut queries = Shared::<[f32]>::new_slice(comptime!(shape.tile * row_stride));
+    let mut upstream = Shared::<[f32]>::new_slice(comptime!(shape.tile * row_stride));
+    let mut scores = Shared::<[f32]>::new_slice(comptime!(shape.rows * score_stride));
     let mut maxes = Shared::<[f32]>::new_slice(shape.tile);
     let mut ln_sums = Shared::<[f32]>::new_slice(shape.tile);
     let mut deltas = Shared::<[f32]>::new_slice(shape.tile);
+    stage_heads::<F>(k, &mut keys, b, h, first, f32::new(1.0), shape.rows, shape);
+    stage_heads::<F>(v, &mut values, b, h, first, f32::new(1.0), shape.rows, shape);
+    let mut biases = Array::<f32>::new(m);
+    #[unroll]
+    for i in 0..m {
+        let key = (first + ty + i * shape.ny).min(len - 1);
+        biases[i] = key_bias[b * key_bias.stride(0) + key * key_bias.stride(1)];
+    }
+    let mut key_acc = zeros(comptime!(m * nd));
+    let mut value_acc = zeros(comptime!(m * nd));
+    let row_base = (b * heads + h) * len;
     let mut start = 0usize;
     while start < len {
-        stage_heads::<F>(q, &mut queries, b, h, start, shape);
-        stage_rows::<F>(dout, &mut upstream, b, h, start, len, heads, shape);
-        stage_row_terms(
-            stats, &mut maxes, row_base, start, len, 2usize, 0usize, shape.tile,
-        );
-        stage_row_terms(
-            stats,
-            &mut ln_sums,
-            row_base,
-            start,
-            len,
-            2usize,
-            1usize,
-            shape.tile,
-        );
-        if keys {
-            stage_row_terms(
-                delta,
-                &mut deltas,
-                row_base,
-                start,
-                len,
-                1usize,
-                0usize,
-                shape.tile,
-            );
+        stage_heads::<F>(q, &mut queries, b, h, start, f32::new(1.0), shape.tile, shape);
+        stage_rows::<F>(dout, &mut upstream, b, h, start, len, heads, shape.tile, shape);
+        stage_row_terms(stats, &mut maxes, row_base, start, len, 2usize, 0usize, shape.tile);
+        stage_row_terms(stats, &mut ln_sums, row_base, start, len, 2usize, 1usize, shape.tile);
+        stage_row_terms(delta, &mut deltas, row_base, start, len, 1usize, 0usize, shape.tile);
+        sync_cube();
+        // The probabilities (keys × queries), kept for dS; the scores take them with dropout.
+        let mut p = zeros(comptime!(m * n));
+        accumulate(&keys, &queries, &mut p, ty, tx, shape, true);
+        #[unroll]
+        for j in 0..n {
+            let c = tx + j * shape.nx;
+            let query = start + c;
+            #[unroll]
+            for i in 0..m {
+                let key = first + ty + i * shape.ny;
+                let mut prob = f32::new(0.0);
+                let mut weight = f32::new(0.0);
+                if query < len {
+                    let dot = p[i * n + j] * params.scale;
+                    let s = score(dot, biases[i], query, key, &params, shape.windowed);
+                    prob = (s - maxes[c] - ln_sums[c]).exp();
+                    weight = prob;
+                    if shape.dropped {
+                        weight = prob * kept(row_base + query, key, &params);
+                    }
+                }
+                p[i * n + j] = prob;
+                scores[(ty + i * shape.ny) * score_stride + c] = weight;
+            }
         }
         sync_cube();
-        let end = (len - start).min(shape.tile);
-        for r in 0..end {
-            let i = start + r;
-            let mut dot = f32::new(0.0);
+        accumulate(&scores, &upstream, &mut value_acc, ty, tx, shape, false);
+        let mut dp = zeros(comptime!(m * n));
+        accumulate(&values, &upstream, &mut dp, ty, tx, shape, true);
+        sync_cube();
+        // dS = p·(dP·kept − D), with p·kept the scores hold.
+        #[unroll]
+        for i in 0..m {
             #[unroll]
-            for c in 0..dim {
-                dot += queries[r * dim + c] * key[c];
-            }
-            let s = score(dot * params.scale, bias, i, j, &params, shape.windowed);
-            let p = (s - maxes[r] - ln_sums[r]).exp();
-            let mut factor = f32::new(1.0);
-            if shape.dropped {
-                factor = kept(row_base + i, j, &params);
-            }
-            if keys {
-                let mut dp = f32::new(0.0);
-                #[unroll]
-                for c in 0..dim {
-                    dp += upstream[r * dim + c] * value[c];
-                }
-                let ds = p * (dp * factor - deltas[r]);
-                #[unroll]
-                for c in 0..dim {
-                    acc[c] += ds * queries[r * dim + c];
-                }
-            } else {
-                let weight = p * factor;
-                #[unroll]
-                for c in 0..dim {
-                    acc[c] += weight * upstream[r * dim + c];
-                }
+            for j in 0..n {
+                let c = tx + j * shape.nx;
+                let at = (ty + i * shape.ny) * score_stride + c;
+                scores[at] = scores[at] * dp[i * n + j] - p[i * n + j] * deltas[c];
             }
         }
+        sync_cube();
+        accumulate(&scores, &queries, &mut key_acc, ty, tx, shape, false);
         sync_cube();
         start += shape.tile;
     }
-    if active {
-        let part = comptime!(if keys { 1usize } else { 2usize });
-        let at = gradient_base(b, j, h, len, heads, part, dim);
-        let scale = if keys { params.scale } else { f32::new(1.0) };
-        #[unroll]
-        for c in 0..dim {
-            gradients[at + c] = F::cast_from(acc[c] * scale);
+    #[unroll]
+    for i in 0..m {
+        let key = first + ty + i * shape.ny;
+        if key < len {
+            let at_key = gradient_base(b, key, h, len, heads, 1usize, shape.dim);
+            let at_value = gradient_base(b, key, h, len, heads, 2usize, shape.dim);
+            #[unroll]
+            for j in 0..nd {
+                let c = tx + j * shape.nx;
+                gradients[at_key + c] = F::cast_from(key_acc[i * nd + j] * params.scale);
+                gradients[at_value + c] = F::cast_from(value_acc[i * nd + j]);
+            }
         }
     }
+}
+
+/// Where term 0 of row `row` of head `h` of `part` (0: q, 1: k, 2: v) starts in the
+/// `[B, L, 3, H, d]` gradients.
+#[cube]
+fn gradient_base(
+    b: usize,
+    row: usize,
+    h: usize,
+    len: usize,
+    heads: usize,
+    part: usize,
+    #[comptime] dim: usize,
+) -> usize {
+    (((b * len + row) * 3 + part) * heads + h) * dim
 }
 
 /// The dropout factor of every position `[B, H, L, L]` as the kernels draw it: what a test

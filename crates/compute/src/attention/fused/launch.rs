@@ -1,6 +1,6 @@
-//! The fused attention on the cube backends: which dtypes and tiles a device takes, and the
-//! launches of `kernels.rs` (one for the forward, three for the backward: dQ, then dK and dV
-//! from one kernel body, into one gradient tensor).
+//! The fused attention on the cube backends: which dtypes and blocks a device takes, and the
+//! launches of `kernels.rs` (one for the forward, two for the backward: dQ, then dK and dV
+//! together, into one gradient tensor).
 
 use burn::backend::TensorMetadata;
 use burn::backend::cubecl::dtype_to_storage_type;
@@ -19,11 +19,10 @@ use cubecl::prelude::*;
 use super::kernels::{self, ParamsLaunch, Shape};
 use super::{FusedAttention, Options, heads_of};
 
-/// The most units a cube runs: each holds a few rows of the head dimension in registers, so
-/// more would only lower how many cubes fit on a multiprocessor.
-const UNITS: usize = 128;
 /// The tensors the largest kernel binds (dQ: nine), with cubecl's metadata buffer.
 const BINDINGS: u32 = 10;
+/// Rows of each product a unit computes: its accumulators are this many times the columns.
+const UNIT_ROWS: usize = 4;
 
 /// Whether the device computes in `dtype`: f32 everywhere, bf16 where the device has the type
 /// (CUDA; WGSL has none).
@@ -37,16 +36,32 @@ pub fn supports(client: &Client, dtype: DType) -> bool {
     }
 }
 
-/// The rows of a staged tile for head dimension `dim`: the largest of 64, 32, 16 whose two
-/// tiles of f32 (and three rows of terms) fill at most half the shared memory, so that two cubes
-/// fit on a multiprocessor; `None` where no tile fits or the bindings do not.
-pub fn tile(hardware: &HardwareProperties, dim: usize) -> Option<usize> {
+/// The blocks for head dimension `dim` (window and dropout left to the caller): the largest
+/// (rows a cube owns, rows staged at a time) whose shared memory fits the device, with a grid of
+/// units `nx` wide (the largest of 16, 8, 4 dividing `dim` and the tile); `None` where none fits,
+/// `dim` has no such divisor, or the bindings do not fit.
+pub fn blocks(hardware: &HardwareProperties, dim: usize) -> Option<Shape> {
     if hardware.max_bindings < BINDINGS {
         return None;
     }
-    [64, 32, 16]
-        .into_iter()
-        .find(|tile| (2 * tile * dim + 3 * tile) * 4 <= hardware.max_shared_memory_size / 2)
+    let candidates = [(64, 64), (64, 32), (32, 32), (32, 16), (16, 16), (16, 8), (8, 8)];
+    candidates.into_iter().find_map(|(rows, tile)| {
+        let nx = [16, 8, 4]
+            .into_iter()
+            .find(|nx| dim % nx == 0 && tile % nx == 0)?;
+        let shape = Shape {
+            dim,
+            rows,
+            tile,
+            ny: rows / UNIT_ROWS,
+            nx,
+            windowed: false,
+            dropped: false,
+        };
+        let fits = shape.shared_terms() * 4 <= hardware.max_shared_memory_size
+            && shape.units() <= hardware.max_units_per_cube as usize;
+        fits.then_some(shape)
+    })
 }
 
 /// The launch plan of one call: the kernels' compile-time shape, the scalars, and the grid.
@@ -62,13 +77,12 @@ impl Plan {
     fn of(q: &CubeTensor, options: Options) -> Self {
         let [batch, heads, len, dim] = q.shape().dims::<4>();
         let hardware = &q.client.properties().hardware;
-        let tile = tile(hardware, dim).expect("`serves` checked that a tile fits");
+        let blocks = blocks(hardware, dim).expect("`serves` checked that a block fits");
         Self {
             shape: Shape {
-                dim,
-                tile,
                 windowed: options.half_window.is_some(),
                 dropped: options.dropout.is_some(),
+                ..blocks
             },
             options,
             batch,
@@ -77,14 +91,12 @@ impl Plan {
         }
     }
 
-    /// One unit per row (query or key), `UNITS` or fewer per cube; cubes over (row blocks,
-    /// heads, batch).
+    /// Cubes over (row blocks, heads, batch), each the shape's grid of units.
     fn grid(&self) -> (CubeCount, CubeDim) {
-        let units = self.len.min(UNITS);
-        let blocks = self.len.div_ceil(units);
+        let blocks = self.len.div_ceil(self.shape.rows);
         (
             CubeCount::Static(blocks as u32, self.heads as u32, self.batch as u32),
-            CubeDim::new_1d(units as u32),
+            CubeDim::new_1d(self.shape.units() as u32),
         )
     }
 
@@ -211,25 +223,22 @@ impl FusedAttention for CubeBackend {
             plan.shape,
             dtype,
         );
-        for keys in [true, false] {
-            kernels::key_value_gradient::launch(
-                &client,
-                count.clone(),
-                dim,
-                q.clone().into_tensor_arg(),
-                k.clone().into_tensor_arg(),
-                v.clone().into_tensor_arg(),
-                key_bias.clone().into_tensor_arg(),
-                dout.clone().into_tensor_arg(),
-                stats.clone().into_tensor_arg(),
-                delta.clone().into_tensor_arg(),
-                gradients.clone().into_tensor_arg(),
-                plan.params(),
-                plan.shape,
-                keys,
-                dtype,
-            );
-        }
+        kernels::key_value_gradient::launch(
+            &client,
+            count,
+            dim,
+            q.into_tensor_arg(),
+            k.into_tensor_arg(),
+            v.into_tensor_arg(),
+            key_bias.into_tensor_arg(),
+            dout.into_tensor_arg(),
+            stats.into_tensor_arg(),
+            delta.into_tensor_arg(),
+            gradients.clone().into_tensor_arg(),
+            plan.params(),
+            plan.shape,
+            dtype,
+        );
         gradients
     }
 

@@ -24,8 +24,8 @@ use burn::tensor::{DType, Slice};
 
 use crate::dropout::{Dropout, next_hash_seed};
 
-/// The head dimensions the kernels are compiled for: each unit holds up to four rows of it in
-/// registers.
+/// The head dimensions the kernels are compiled for: a unit holds `dim / 16` or more columns of
+/// each of its rows in registers, and a cube stages four tiles of rows this wide.
 const MAX_HEAD_DIM: usize = 128;
 
 /// What the kernels take besides tensors: the score's scale, the window, and dropout.
@@ -276,7 +276,7 @@ impl<B: Backend + FusedAttention, C: CheckpointStrategy> FusedAttention for Auto
 
 /// Whether the kernels compute attention of heads of `dim` terms in `dtype` on `device`: a cube
 /// device, a head dimension they are compiled for, a dtype the device has (bf16 on CUDA, not in
-/// WGSL), and the shared memory and bindings of their smallest tile.
+/// WGSL), and the shared memory and bindings of their smallest block.
 pub fn serves(device: &Device, dtype: DType, dim: usize) -> bool {
     let inner = device.clone().inner();
     let DispatchDevice::Cube(cube) = inner.as_dispatch() else {
@@ -285,7 +285,7 @@ pub fn serves(device: &Device, dtype: DType, dim: usize) -> bool {
     let client = cube.client();
     (1..=MAX_HEAD_DIM).contains(&dim)
         && launch::supports(&client, dtype)
-        && launch::tile(&client.properties().hardware, dim).is_some()
+        && launch::blocks(&client.properties().hardware, dim).is_some()
 }
 
 /// The kernels' options for heads of `dim` terms: `dropout` hashed from the next seed of the

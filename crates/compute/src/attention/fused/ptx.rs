@@ -1,5 +1,6 @@
 //! lsr's attention kernels compiled for an H200 without one: each kernel, at the recipe's
-//! configuration (head dimension 64, tiles of 64, dropout on, 128 units a cube) in f32 and bf16,
+//! configuration (head dimension 64, the blocks `launch::blocks` gives an H200: 64 rows a cube,
+//! tiles of 64, 16 × 16 units; dropout on) in f32 and bf16,
 //! through cubecl's own CUDA path (cubecl-llvm's NVPTX target, the options cubecl-cuda passes
 //! for compute capability 9.0 and CUDA 13.0) into PTX, which `ptxas -arch=sm_90a -v` assembles
 //! and reports on: registers, stack frame, spills. A kernel that does not compile for CUDA
@@ -24,11 +25,11 @@ use cubecl_runtime::compiler::Compiler;
 use cubecl_runtime::kernel::CubeKernel;
 
 use super::kernels::{ParamsCompilationArg, Shape, forward, key_value_gradient, query_gradient};
+use super::launch::blocks;
 
 /// The H200's compute capability, and the CUDA version cudarc is built for.
 const SM: u32 = 90;
 const CUDA: i32 = 13000;
-const UNITS: u32 = 128;
 
 /// What no kernel here reads (their IR depends on the comptime shape and the dtype alone),
 /// filled as cubecl's own offline tests fill it, with the H200's plane and shared memory.
@@ -89,44 +90,40 @@ struct Compiled {
     shared_bytes: usize,
 }
 
-/// The four kernels in `dtype` at the recipe's configuration (`t` is one tensor argument).
+/// The three kernels in `dtype` at the recipe's configuration (`t` is one tensor argument).
 fn kernels(dtype: FloatKind) -> Vec<(&'static str, Box<dyn CubeKernel>)> {
+    let props = device_properties();
     let shape = Shape {
-        dim: 64,
-        tile: 64,
-        windowed: false,
         dropped: true,
+        ..blocks(&props.hardware, 64).expect("an H200 takes blocks at head dimension 64")
     };
     let elem = ElemType::Float(dtype);
     let settings = || {
         KernelSettings::new(
-            *CubeDim::new_1d(UNITS),
+            *CubeDim::new_1d(shape.units() as u32),
             ExecutionMode::Checked,
             AddressType::U32,
         )
     };
-    let (props, target) = (device_properties(), Arc::new(TargetProperties::default()));
+    let target = Arc::new(TargetProperties::default());
     let t = tensor;
-    let key_value = |keys| -> Box<dyn CubeKernel> {
-        let [q, k, v, bias, dout, stats, delta, grad] = [(); 8].map(|()| t());
-        Box::new(key_value_gradient::KeyValueGradient::new(
-            settings(),
-            props.clone(),
-            target.clone(),
-            q,
-            k,
-            v,
-            bias,
-            dout,
-            stats,
-            delta,
-            grad,
-            params(),
-            shape,
-            keys,
-            elem,
-        ))
-    };
+    let [q, k, v, bias, dout, stats, delta, grad] = [(); 8].map(|()| t());
+    let key_value = key_value_gradient::KeyValueGradient::new(
+        settings(),
+        props.clone(),
+        target.clone(),
+        q,
+        k,
+        v,
+        bias,
+        dout,
+        stats,
+        delta,
+        grad,
+        params(),
+        shape,
+        elem,
+    );
     let [q, k, v, bias, out, stats] = [(); 6].map(|()| t());
     let forward = forward::Forward::new(
         settings(),
@@ -163,8 +160,7 @@ fn kernels(dtype: FloatKind) -> Vec<(&'static str, Box<dyn CubeKernel>)> {
     vec![
         ("forward", Box::new(forward)),
         ("query_gradient", Box::new(query)),
-        ("key_gradient", key_value(true)),
-        ("value_gradient", key_value(false)),
+        ("key_value_gradient", Box::new(key_value)),
     ]
 }
 
