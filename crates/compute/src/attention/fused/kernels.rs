@@ -287,6 +287,39 @@ fn grid_position(#[comptime] shape: Shape) -> (usize, usize) {
     (unit / shape.nx, unit % shape.nx)
 }
 
+/// One row's step of the online softmax over a tile of its scores (the tile's from `at`):
+/// the max of the running max and the tile's, and the sum of the tile's probabilities against
+/// it, which replace the scores (times dropout's factor: what `P·V` weighs the values by).
+#[cube]
+fn softmax_tile(
+    scores: &mut Shared<[f32]>,
+    at: usize,
+    running_max: f32,
+    row_id: usize,
+    start: usize,
+    params: &Params,
+    #[comptime] shape: Shape,
+) -> (f32, f32) {
+    let mut tile_max = running_max;
+    for c in 0..shape.tile {
+        let s = scores[at + c];
+        if s > tile_max {
+            tile_max = s;
+        }
+    }
+    let mut sum = f32::new(0.0);
+    for c in 0..shape.tile {
+        let p = (scores[at + c] - tile_max).exp();
+        sum += p;
+        let mut weight = p;
+        if shape.dropped {
+            weight = p * kept(row_id, start + c, params);
+        }
+        scores[at + c] = weight;
+    }
+    (tile_max, sum)
+}
+
 /// The output `[B, L, H, d]` and statistics `[B, H, L, 2]` of every query. Cubes: (query
 /// blocks, heads, batch).
 #[cube(launch)]
@@ -314,7 +347,16 @@ pub fn forward<F: Float>(
     let mut scores = Shared::<[f32]>::new_slice(comptime!(shape.rows * score_stride));
     // Each row's correction of the tile, and at the end its sum.
     let mut row_terms = Shared::<[f32]>::new_slice(shape.rows);
-    stage_heads::<F>(q, &mut queries, b, h, first, params.scale, shape.rows, shape);
+    stage_heads::<F>(
+        q,
+        &mut queries,
+        b,
+        h,
+        first,
+        params.scale,
+        shape.rows,
+        shape,
+    );
     let mut acc = zeros(comptime!(m * nd));
     // The running max and sum of row `unit` (units past the block's rows keep none).
     let mut running_max = f32::new(LOWEST);
@@ -323,7 +365,16 @@ pub fn forward<F: Float>(
     let mut start = 0usize;
     while start < len {
         stage_heads::<F>(k, &mut keys, b, h, start, f32::new(1.0), shape.tile, shape);
-        stage_heads::<F>(v, &mut values, b, h, start, f32::new(1.0), shape.tile, shape);
+        stage_heads::<F>(
+            v,
+            &mut values,
+            b,
+            h,
+            start,
+            f32::new(1.0),
+            shape.tile,
+            shape,
+        );
         sync_cube();
         let mut dots = zeros(comptime!(m * n));
         accumulate(&queries, &keys, &mut dots, ty, tx, shape, true);
@@ -337,7 +388,14 @@ pub fn forward<F: Float>(
                 let r = ty + i * shape.ny;
                 let mut s = f32::new(LOWEST);
                 if key < len {
-                    s = score(dots[i * n + j], bias, first + r, key, &params, shape.windowed);
+                    s = score(
+                        dots[i * n + j],
+                        bias,
+                        first + r,
+                        key,
+                        &params,
+                        shape.windowed,
+                    );
                 }
                 scores[r * score_stride + c] = s;
             }
@@ -345,24 +403,10 @@ pub fn forward<F: Float>(
         sync_cube();
         if unit < shape.rows {
             let at = unit * score_stride;
-            let mut tile_max = running_max;
-            for c in 0..shape.tile {
-                let s = scores[at + c];
-                if s > tile_max {
-                    tile_max = s;
-                }
-            }
+            let (tile_max, tile_sum) =
+                softmax_tile(&mut scores, at, running_max, row_id, start, &params, shape);
             let correction = (running_max - tile_max).exp();
-            sum *= correction;
-            for c in 0..shape.tile {
-                let p = (scores[at + c] - tile_max).exp();
-                sum += p;
-                let mut weight = p;
-                if shape.dropped {
-                    weight = p * kept(row_id, start + c, &params);
-                }
-                scores[at + c] = weight;
-            }
+            sum = sum * correction + tile_sum;
             running_max = tile_max;
             row_terms[unit] = correction;
         }
@@ -433,8 +477,27 @@ pub fn query_gradient<F: Float>(
     let mut maxes = Shared::<[f32]>::new_slice(shape.rows);
     let mut ln_sums = Shared::<[f32]>::new_slice(shape.rows);
     let mut deltas = Shared::<[f32]>::new_slice(shape.rows);
-    stage_heads::<F>(q, &mut queries, b, h, first, params.scale, shape.rows, shape);
-    stage_rows::<F>(dout, &mut upstream, b, h, first, len, heads, shape.rows, shape);
+    stage_heads::<F>(
+        q,
+        &mut queries,
+        b,
+        h,
+        first,
+        params.scale,
+        shape.rows,
+        shape,
+    );
+    stage_rows::<F>(
+        dout,
+        &mut upstream,
+        b,
+        h,
+        first,
+        len,
+        heads,
+        shape.rows,
+        shape,
+    );
     let row_base = (b * heads + h) * len;
     if unit < shape.rows {
         let mut d = f32::new(0.0);
@@ -457,7 +520,16 @@ pub fn query_gradient<F: Float>(
     let mut start = 0usize;
     while start < len {
         stage_heads::<F>(k, &mut keys, b, h, start, f32::new(1.0), shape.tile, shape);
-        stage_heads::<F>(v, &mut values, b, h, start, f32::new(1.0), shape.tile, shape);
+        stage_heads::<F>(
+            v,
+            &mut values,
+            b,
+            h,
+            start,
+            f32::new(1.0),
+            shape.tile,
+            shape,
+        );
         sync_cube();
         let mut dots = zeros(comptime!(m * n));
         let mut dp = zeros(comptime!(m * n));
@@ -473,7 +545,14 @@ pub fn query_gradient<F: Float>(
                 let r = ty + i * shape.ny;
                 let mut ds = f32::new(0.0);
                 if key < len {
-                    let s = score(dots[i * n + j], bias, first + r, key, &params, shape.windowed);
+                    let s = score(
+                        dots[i * n + j],
+                        bias,
+                        first + r,
+                        key,
+                        &params,
+                        shape.windowed,
+                    );
                     let p = (s - maxes[r] - ln_sums[r]).exp();
                     let mut g = dp[i * n + j];
                     if shape.dropped {
@@ -533,7 +612,16 @@ pub fn key_value_gradient<F: Float>(
     let mut ln_sums = Shared::<[f32]>::new_slice(shape.tile);
     let mut deltas = Shared::<[f32]>::new_slice(shape.tile);
     stage_heads::<F>(k, &mut keys, b, h, first, f32::new(1.0), shape.rows, shape);
-    stage_heads::<F>(v, &mut values, b, h, first, f32::new(1.0), shape.rows, shape);
+    stage_heads::<F>(
+        v,
+        &mut values,
+        b,
+        h,
+        first,
+        f32::new(1.0),
+        shape.rows,
+        shape,
+    );
     let mut biases = Array::<f32>::new(m);
     #[unroll]
     for i in 0..m {
@@ -545,11 +633,50 @@ pub fn key_value_gradient<F: Float>(
     let row_base = (b * heads + h) * len;
     let mut start = 0usize;
     while start < len {
-        stage_heads::<F>(q, &mut queries, b, h, start, f32::new(1.0), shape.tile, shape);
-        stage_rows::<F>(dout, &mut upstream, b, h, start, len, heads, shape.tile, shape);
-        stage_row_terms(stats, &mut maxes, row_base, start, len, 2usize, 0usize, shape.tile);
-        stage_row_terms(stats, &mut ln_sums, row_base, start, len, 2usize, 1usize, shape.tile);
-        stage_row_terms(delta, &mut deltas, row_base, start, len, 1usize, 0usize, shape.tile);
+        stage_heads::<F>(
+            q,
+            &mut queries,
+            b,
+            h,
+            start,
+            f32::new(1.0),
+            shape.tile,
+            shape,
+        );
+        stage_rows::<F>(
+            dout,
+            &mut upstream,
+            b,
+            h,
+            start,
+            len,
+            heads,
+            shape.tile,
+            shape,
+        );
+        stage_row_terms(
+            stats, &mut maxes, row_base, start, len, 2usize, 0usize, shape.tile,
+        );
+        stage_row_terms(
+            stats,
+            &mut ln_sums,
+            row_base,
+            start,
+            len,
+            2usize,
+            1usize,
+            shape.tile,
+        );
+        stage_row_terms(
+            delta,
+            &mut deltas,
+            row_base,
+            start,
+            len,
+            1usize,
+            0usize,
+            shape.tile,
+        );
         sync_cube();
         // The probabilities (keys × queries), kept for dS; the scores take them with dropout.
         let mut p = zeros(comptime!(m * n));

@@ -44,7 +44,15 @@ pub fn blocks(hardware: &HardwareProperties, dim: usize) -> Option<Shape> {
     if hardware.max_bindings < BINDINGS {
         return None;
     }
-    let candidates = [(64, 64), (64, 32), (32, 32), (32, 16), (16, 16), (16, 8), (8, 8)];
+    let candidates = [
+        (64, 64),
+        (64, 32),
+        (32, 32),
+        (32, 16),
+        (16, 16),
+        (16, 8),
+        (8, 8),
+    ];
     candidates.into_iter().find_map(|(rows, tile)| {
         let nx = [16, 8, 4]
             .into_iter()
