@@ -144,8 +144,20 @@ fn score(
     s
 }
 
-/// Rows `start..start + count` of `[B, H, L, d]` `t` (batch `b`, head `h`), times `factor`, into
-/// `stage` at [`Shape::row_stride`], in f32, zeros past the end; every unit of the cube takes part.
+/// Shared memory for `count` staged rows of the head dimension, at [`Shape::row_stride`].
+#[cube]
+fn row_tile(#[comptime] count: usize, #[comptime] shape: Shape) -> Shared<[f32]> {
+    Shared::<[f32]>::new_slice(comptime!(count * shape.row_stride()))
+}
+
+/// Shared memory for the block's scores of a tile, at [`Shape::score_stride`].
+#[cube]
+fn score_tile(#[comptime] shape: Shape) -> Shared<[f32]> {
+    Shared::<[f32]>::new_slice(comptime!(shape.rows * shape.score_stride()))
+}
+
+/// Rows `start..start + count` of `[B, H, L, d]` `t` (batch `b`, head `h`) into `stage` at
+/// [`Shape::row_stride`], in f32, zeros past the end; every unit of the cube takes part.
 #[cube]
 fn stage_heads<F: Float>(
     t: &Tensor<F>,
@@ -153,7 +165,6 @@ fn stage_heads<F: Float>(
     b: usize,
     h: usize,
     start: usize,
-    factor: f32,
     #[comptime] count: usize,
     #[comptime] shape: Shape,
 ) {
@@ -165,7 +176,7 @@ fn stage_heads<F: Float>(
         let (r, c) = (e / dim, e % dim);
         let mut value = f32::new(0.0);
         if start + r < len {
-            value = f32::cast_from(t[base + (start + r) * t.stride(2) + c * t.stride(3)]) * factor;
+            value = f32::cast_from(t[base + (start + r) * t.stride(2) + c * t.stride(3)]);
         }
         stage[r * stride + c] = value;
         e += CUBE_DIM_X as usize;
@@ -340,23 +351,14 @@ pub fn forward<F: Float>(
     let unit = UNIT_POS_X as usize;
     let (ty, tx) = grid_position(shape);
     let (m, n, nd) = comptime!((shape.m(), shape.score_columns(), shape.dim_columns()));
-    let (row_stride, score_stride) = comptime!((shape.row_stride(), shape.score_stride()));
-    let mut queries = Shared::<[f32]>::new_slice(comptime!(shape.rows * row_stride));
-    let mut keys = Shared::<[f32]>::new_slice(comptime!(shape.tile * row_stride));
-    let mut values = Shared::<[f32]>::new_slice(comptime!(shape.tile * row_stride));
-    let mut scores = Shared::<[f32]>::new_slice(comptime!(shape.rows * score_stride));
+    let score_stride = comptime!(shape.score_stride());
+    let mut queries = row_tile(shape.rows, shape);
+    let mut keys = row_tile(shape.tile, shape);
+    let mut values = row_tile(shape.tile, shape);
+    let mut scores = score_tile(shape);
     // Each row's correction of the tile, and at the end its sum.
     let mut row_terms = Shared::<[f32]>::new_slice(shape.rows);
-    stage_heads::<F>(
-        q,
-        &mut queries,
-        b,
-        h,
-        first,
-        params.scale,
-        shape.rows,
-        shape,
-    );
+    stage_heads::<F>(q, &mut queries, b, h, first, shape.rows, shape);
     let mut acc = zeros(comptime!(m * nd));
     // The running max and sum of row `unit` (units past the block's rows keep none).
     let mut running_max = f32::new(LOWEST);
@@ -364,17 +366,8 @@ pub fn forward<F: Float>(
     let row_id = (b * heads + h) * len + first + unit;
     let mut start = 0usize;
     while start < len {
-        stage_heads::<F>(k, &mut keys, b, h, start, f32::new(1.0), shape.tile, shape);
-        stage_heads::<F>(
-            v,
-            &mut values,
-            b,
-            h,
-            start,
-            f32::new(1.0),
-            shape.tile,
-            shape,
-        );
+        stage_heads::<F>(k, &mut keys, b, h, start, shape.tile, shape);
+        stage_heads::<F>(v, &mut values, b, h, start, shape.tile, shape);
         sync_cube();
         let mut dots = zeros(comptime!(m * n));
         accumulate(&queries, &keys, &mut dots, ty, tx, shape, true);
@@ -388,14 +381,8 @@ pub fn forward<F: Float>(
                 let r = ty + i * shape.ny;
                 let mut s = f32::new(LOWEST);
                 if key < len {
-                    s = score(
-                        dots[i * n + j],
-                        bias,
-                        first + r,
-                        key,
-                        &params,
-                        shape.windowed,
-                    );
+                    let dot = dots[i * n + j] * params.scale;
+                    s = score(dot, bias, first + r, key, &params, shape.windowed);
                 }
                 scores[r * score_stride + c] = s;
             }
@@ -468,25 +455,16 @@ pub fn query_gradient<F: Float>(
     let unit = UNIT_POS_X as usize;
     let (ty, tx) = grid_position(shape);
     let (m, n, nd) = comptime!((shape.m(), shape.score_columns(), shape.dim_columns()));
-    let (row_stride, score_stride) = comptime!((shape.row_stride(), shape.score_stride()));
-    let mut queries = Shared::<[f32]>::new_slice(comptime!(shape.rows * row_stride));
-    let mut upstream = Shared::<[f32]>::new_slice(comptime!(shape.rows * row_stride));
-    let mut keys = Shared::<[f32]>::new_slice(comptime!(shape.tile * row_stride));
-    let mut values = Shared::<[f32]>::new_slice(comptime!(shape.tile * row_stride));
-    let mut scores = Shared::<[f32]>::new_slice(comptime!(shape.rows * score_stride));
+    let score_stride = comptime!(shape.score_stride());
+    let mut queries = row_tile(shape.rows, shape);
+    let mut upstream = row_tile(shape.rows, shape);
+    let mut keys = row_tile(shape.tile, shape);
+    let mut values = row_tile(shape.tile, shape);
+    let mut scores = score_tile(shape);
     let mut maxes = Shared::<[f32]>::new_slice(shape.rows);
     let mut ln_sums = Shared::<[f32]>::new_slice(shape.rows);
     let mut deltas = Shared::<[f32]>::new_slice(shape.rows);
-    stage_heads::<F>(
-        q,
-        &mut queries,
-        b,
-        h,
-        first,
-        params.scale,
-        shape.rows,
-        shape,
-    );
+    stage_heads::<F>(q, &mut queries, b, h, first, shape.rows, shape);
     stage_rows::<F>(
         dout,
         &mut upstream,
@@ -519,17 +497,8 @@ pub fn query_gradient<F: Float>(
     let mut acc = zeros(comptime!(m * nd));
     let mut start = 0usize;
     while start < len {
-        stage_heads::<F>(k, &mut keys, b, h, start, f32::new(1.0), shape.tile, shape);
-        stage_heads::<F>(
-            v,
-            &mut values,
-            b,
-            h,
-            start,
-            f32::new(1.0),
-            shape.tile,
-            shape,
-        );
+        stage_heads::<F>(k, &mut keys, b, h, start, shape.tile, shape);
+        stage_heads::<F>(v, &mut values, b, h, start, shape.tile, shape);
         sync_cube();
         let mut dots = zeros(comptime!(m * n));
         let mut dp = zeros(comptime!(m * n));
@@ -545,14 +514,8 @@ pub fn query_gradient<F: Float>(
                 let r = ty + i * shape.ny;
                 let mut ds = f32::new(0.0);
                 if key < len {
-                    let s = score(
-                        dots[i * n + j],
-                        bias,
-                        first + r,
-                        key,
-                        &params,
-                        shape.windowed,
-                    );
+                    let dot = dots[i * n + j] * params.scale;
+                    let s = score(dot, bias, first + r, key, &params, shape.windowed);
                     let p = (s - maxes[r] - ln_sums[r]).exp();
                     let mut g = dp[i * n + j];
                     if shape.dropped {
@@ -602,26 +565,17 @@ pub fn key_value_gradient<F: Float>(
     let first = CUBE_POS_X as usize * shape.rows;
     let (ty, tx) = grid_position(shape);
     let (m, n, nd) = comptime!((shape.m(), shape.score_columns(), shape.dim_columns()));
-    let (row_stride, score_stride) = comptime!((shape.row_stride(), shape.score_stride()));
-    let mut keys = Shared::<[f32]>::new_slice(comptime!(shape.rows * row_stride));
-    let mut values = Shared::<[f32]>::new_slice(comptime!(shape.rows * row_stride));
-    let mut queries = Shared::<[f32]>::new_slice(comptime!(shape.tile * row_stride));
-    let mut upstream = Shared::<[f32]>::new_slice(comptime!(shape.tile * row_stride));
-    let mut scores = Shared::<[f32]>::new_slice(comptime!(shape.rows * score_stride));
+    let score_stride = comptime!(shape.score_stride());
+    let mut keys = row_tile(shape.rows, shape);
+    let mut values = row_tile(shape.rows, shape);
+    let mut queries = row_tile(shape.tile, shape);
+    let mut upstream = row_tile(shape.tile, shape);
+    let mut scores = score_tile(shape);
     let mut maxes = Shared::<[f32]>::new_slice(shape.tile);
     let mut ln_sums = Shared::<[f32]>::new_slice(shape.tile);
     let mut deltas = Shared::<[f32]>::new_slice(shape.tile);
-    stage_heads::<F>(k, &mut keys, b, h, first, f32::new(1.0), shape.rows, shape);
-    stage_heads::<F>(
-        v,
-        &mut values,
-        b,
-        h,
-        first,
-        f32::new(1.0),
-        shape.rows,
-        shape,
-    );
+    stage_heads::<F>(k, &mut keys, b, h, first, shape.rows, shape);
+    stage_heads::<F>(v, &mut values, b, h, first, shape.rows, shape);
     let mut biases = Array::<f32>::new(m);
     #[unroll]
     for i in 0..m {
@@ -633,16 +587,7 @@ pub fn key_value_gradient<F: Float>(
     let row_base = (b * heads + h) * len;
     let mut start = 0usize;
     while start < len {
-        stage_heads::<F>(
-            q,
-            &mut queries,
-            b,
-            h,
-            start,
-            f32::new(1.0),
-            shape.tile,
-            shape,
-        );
+        stage_heads::<F>(q, &mut queries, b, h, start, shape.tile, shape);
         stage_rows::<F>(
             dout,
             &mut upstream,
