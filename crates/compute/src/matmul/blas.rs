@@ -3,8 +3,9 @@
 //! `cblas_gemm_bf16bf16f32` or `cblas_sbgemm` for bf16 where the library has one), or oneDNN's
 //! `libdnnl` through its own BLAS-like products (`dnnl_sgemm`, `dnnl_gemm_bf16bf16f32`). bf16
 //! products accumulate in f32 and use AVX512_BF16 and AMX on CPUs that have them; oneMKL's do
-//! only on Intel's, oneDNN's on any CPU with the units. gemm 0.19, flex's own, runs the model's
-//! products at 50-84% of the f32 fused-multiply-add ceiling (docs/perf-cpu.md).
+//! only on Intel's, oneDNN's on any CPU with the units (oneDNN has none without AVX-512, which
+//! loading checks). gemm 0.19, flex's own, runs the model's products at 50-84% of the f32
+//! fused-multiply-add ceiling (docs/perf-cpu.md).
 //!
 //! The library runs single-threaded and lsr splits each product over rayon's threads (by row or
 //! column blocks, or by the matrices of a batch): a BLAS's own thread pool would spin beside
@@ -232,11 +233,28 @@ fn dnnl_entries(library: &Library) -> Result<Option<(Gemm<f32>, Option<Gemm<u16>
             ));
         }
     };
-    let bf16 = symbol::<DnnlGemm<u16>>(library, "dnnl_gemm_bf16bf16f32");
+    let bf16 = symbol::<DnnlGemm<u16>>(library, "dnnl_gemm_bf16bf16f32")
+        .filter(|&gemm| runs(gemm, threads));
     Ok(Some((
         Gemm::Dnnl(sgemm, threads),
         bf16.map(|f| Gemm::Dnnl(f, threads)),
     )))
+}
+
+/// Whether oneDNN's bf16 product runs on this CPU: oneDNN has it only with AVX-512 and answers
+/// `dnnl_unimplemented` elsewhere (an AMD EPYC of family 23, AVX2 alone), so one 1 × 1 × 1
+/// product decides, where a missing symbol would have been the only sign.
+fn runs(gemm: DnnlGemm<u16>, threads: Option<SetThreads>) -> bool {
+    const ONE: u16 = 0x3f80;
+    let (one, mut out) = (ONE, 0.0f32);
+    let flag = b'N' as c_char;
+    if let Some(set) = threads.filter(|_| !ONE_OPENMP_THREAD.replace(true)) {
+        // SAFETY: sets this thread's own OpenMP thread count, as every product does first.
+        unsafe { set(1) };
+    }
+    // SAFETY: one-element operands and result, each a leading dimension of 1.
+    let status = unsafe { gemm(flag, flag, 1, 1, 1, 1.0, &one, 1, &one, 1, 0.0, &mut out, 1) };
+    status == 0 && out == 1.0
 }
 
 fn symbol<T: Copy>(library: &Library, name: &str) -> Option<T> {
