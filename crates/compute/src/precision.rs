@@ -11,7 +11,7 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 
-use burn::module::{Module, ModuleVisitor, Param, ParamId};
+use burn::module::{Param, ParamId};
 use burn::nn::Linear;
 use burn::prelude::*;
 use burn::tensor::{DType, Gradients};
@@ -146,7 +146,8 @@ pub fn casting_once<R>(f: impl FnOnce() -> R) -> R {
 /// Compute-dtype copies of parameters made in one piece (on a training step, one cast of the
 /// optimiser's flat master), which [`casting_from`] uses in place of a cast at each parameter's
 /// first use. A copy is a leaf of the graph of its own: the backward pass sums its uses'
-/// gradient there, and [`Copies::fold`] moves that to the parameter.
+/// gradient there, and [`Copies::take_gradients`] hands it to whoever adds it to the
+/// parameter's.
 #[derive(Clone)]
 pub struct Copies {
     dtype: DType,
@@ -159,6 +160,11 @@ impl Copies {
         Self { dtype, copies }
     }
 
+    /// The dtype the copies are in.
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
     /// The same values as leaves whose gradients a backward pass keeps: for a pass with the
     /// graph.
     pub fn tracked(&self) -> Self {
@@ -168,35 +174,14 @@ impl Copies {
         Self::new(self.dtype, copies)
     }
 
-    /// Moves each copy's gradient in `gradients` to its parameter in `module`: cast to the
-    /// parameter's dtype once and added to the gradient of the parameter's other uses, as the
-    /// backward pass of [`casting_once`]'s cast would have.
-    pub fn fold<M: Module>(&self, module: &M, gradients: &mut Gradients) {
-        struct Fold<'a> {
-            copies: HashMap<ParamId, &'a Tensor<1>>,
-            gradients: &'a mut Gradients,
-        }
-        impl ModuleVisitor for Fold<'_> {
-            fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
-                let Some(copy) = self.copies.get(&param.id) else {
-                    return;
-                };
-                let Some(gradient) = copy.grad_remove(self.gradients) else {
-                    return;
-                };
-                let value = param.val();
-                let gradient = gradient.cast(value.dtype()).reshape(value.dims());
-                let total = match value.grad_remove(self.gradients) {
-                    Some(own) => own + gradient,
-                    None => gradient,
-                };
-                value.grad_replace(self.gradients, total);
-            }
-        }
-        module.visit(&mut Fold {
-            copies: self.copies.iter().map(|(id, copy)| (*id, copy)).collect(),
-            gradients,
-        });
+    /// Each copy's gradient, taken out of `gradients`: the sum of its uses', in the compute
+    /// dtype, flattened, by parameter. What it adds to its parameter's (the gradient of the
+    /// parameter's f32 uses, if any) is the cast to the parameter's dtype, as the backward pass
+    /// of [`casting_once`]'s cast would give; a training step casts them gathered, at once.
+    pub fn take_gradients(&self, gradients: &mut Gradients) -> HashMap<ParamId, Tensor<1>> {
+        (self.copies.iter())
+            .filter_map(|(id, copy)| Some((*id, copy.grad_remove(gradients)?)))
+            .collect()
     }
 }
 
@@ -373,17 +358,30 @@ mod tests {
             ],
         );
         let tracked = copies.tracked();
-        let (mut folded, entries) = casting_from(&tracked, || (loss().backward(), cached()));
+        let (mut grads, entries) = casting_from(&tracked, || (loss().backward(), cached()));
         assert_eq!(entries, Some(2), "the copies, and nothing cast beside them");
-        tracked.fold(&layer, &mut folded);
-        let data = |g: Option<Tensor<1>>| {
-            let g = g.expect("a gradient");
-            assert_eq!(g.dtype(), DType::F32);
-            g.into_data()
+        let mut copied = tracked.take_gradients(&mut grads);
+        assert!(tracked.take_gradients(&mut grads).is_empty(), "taken out");
+        // What the copy adds to its parameter's own gradient (the bias's f32 use).
+        let mut folded = |id: ParamId, own: Option<Tensor<1>>| {
+            let copy = copied.remove(&id).expect("the copy's gradient");
+            assert_eq!(copy.dtype(), DType::BF16);
+            let copy = copy.cast(DType::F32);
+            match own {
+                Some(own) => own + copy,
+                None => copy,
+            }
+            .into_data()
         };
         let weight = |grads: &Gradients| layer.weight.grad(grads).map(|g| g.reshape([12]));
-        assert_eq!(data(weight(&cast)), data(weight(&folded)));
-        assert_eq!(data(bias.grad(&cast)), data(bias.grad(&folded)));
+        assert!(
+            weight(&grads).is_none(),
+            "the weight is used through its copy alone"
+        );
+        let folded_weight = folded(layer.weight.id, None);
+        assert_eq!(weight(&cast).unwrap().into_data(), folded_weight);
+        let folded_bias = folded(bias.id, bias.grad(&grads));
+        assert_eq!(bias.grad(&cast).unwrap().into_data(), folded_bias);
     }
 
     #[test]

@@ -10,9 +10,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use burn::module::{Module, ModuleMapper, ModuleVisitor, Param, ParamId};
-use burn::optim::{AdamWState, AdaptiveMomentumState, GradientsParams};
+use burn::optim::{AdamWState, AdaptiveMomentumState};
 use burn::prelude::*;
-use burn::tensor::{DType, TensorData};
+use burn::tensor::{DType, Gradients, TensorData};
 use burn_pack::{Reader, Scalar, Writer};
 use lsr_backbone::MaskedLm;
 use lsr_compute::adamw::{AdamWStep, adamw};
@@ -147,33 +147,73 @@ impl Layout {
     /// One flat tensor per buffer of `parts` (one per slot, in slot order, flattened), zero
     /// between them.
     fn gather(&self, parts: Vec<Tensor<1>>, device: &Device) -> Vec<Tensor<1>> {
-        let mut pieces: Vec<Vec<Tensor<1>>> = self.buffers.iter().map(|_| Vec::new()).collect();
+        let parts = parts.into_iter().map(Some).collect();
+        let gathered = self.gather_some(parts, DType::F32, device);
+        gathered
+            .into_iter()
+            .map(|b| b.expect("every slot"))
+            .collect()
+    }
+
+    /// [`Self::gather`] of the parts that are there, in `dtype`, zeros in the place of the rest;
+    /// `None` for a buffer none of whose parts is there.
+    fn gather_some(
+        &self,
+        parts: Vec<Option<Tensor<1>>>,
+        dtype: DType,
+        device: &Device,
+    ) -> Vec<Option<Tensor<1>>> {
+        // Each run of missing parts (with their padding) is one view of the start of one tensor
+        // of zeros, a multiple of the alignment long: no kernel of its own, one piece to join.
+        let mut runs: Vec<Vec<Result<Tensor<1>, usize>>> = vec![Vec::new(); self.buffers.len()];
         for (slot, part) in self.slots.iter().zip(parts) {
-            let buffer = &mut pieces[slot.buffer];
-            buffer.push(part);
-            if slot.padding > 0 {
-                buffer.push(Tensor::zeros([slot.padding], device));
+            let buffer = &mut runs[slot.buffer];
+            match (part, buffer.last_mut()) {
+                (Some(part), _) => {
+                    buffer.push(Ok(part));
+                    if slot.padding > 0 {
+                        buffer.push(Ok(Tensor::zeros([slot.padding], (device, dtype))));
+                    }
+                }
+                (None, Some(Err(run))) => *run += slot.len + slot.padding,
+                (None, _) => buffer.push(Err(slot.len + slot.padding)),
             }
         }
-        let concatenate = |pieces: Vec<Tensor<1>>| {
+        // A buffer none of whose parts is there is left out whole.
+        let runs: Vec<Option<_>> = (runs.into_iter())
+            .map(|buffer| buffer.iter().any(Result::is_ok).then_some(buffer))
+            .collect();
+        let longest = (runs.iter().flatten().flatten())
+            .filter_map(|piece| piece.as_ref().err())
+            .max();
+        let zero = longest.map(|&len| Tensor::<1>::zeros([len], (device, dtype)));
+        let concatenate = |buffer: Vec<Result<Tensor<1>, usize>>| {
+            let pieces: Vec<Tensor<1>> = (buffer.into_iter())
+                .map(|piece| {
+                    piece.unwrap_or_else(|len| zero.clone().expect("sized above").slice([0..len]))
+                })
+                .collect();
             let groups: Vec<Tensor<1>> = pieces
                 .chunks(GROUP)
                 .map(|group| Tensor::cat(group.to_vec(), 0))
                 .collect();
             Tensor::cat(groups, 0)
         };
-        pieces.into_iter().map(concatenate).collect()
+        runs.into_iter()
+            .map(|buffer| buffer.map(concatenate))
+            .collect()
     }
 
-    /// Each slot's gradient in `gradients`, flattened, in slot order.
-    fn gradients(&self, model: &MaskedLm, gradients: &GradientsParams) -> Vec<Tensor<1>> {
+    /// Each slot's gradient taken out of `gradients`, flattened, in slot order; `None` for a
+    /// parameter the loss did not use.
+    fn gradients(&self, model: &MaskedLm, gradients: &mut Gradients) -> Vec<Option<Tensor<1>>> {
         struct Take<'a> {
-            gradients: &'a GradientsParams,
+            gradients: &'a mut Gradients,
             found: BTreeMap<ParamId, Tensor<1>>,
         }
         impl ModuleVisitor for Take<'_> {
             fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
-                if let Some(gradient) = self.gradients.get::<D>(param.id) {
+                if let Some(gradient) = param.val().grad_remove(self.gradients) {
                     let len = gradient.shape().num_elements();
                     self.found.insert(param.id, gradient.reshape([len]));
                 }
@@ -185,15 +225,7 @@ impl Layout {
         };
         model.visit(&mut take);
         (self.slots.iter())
-            .map(|slot| {
-                take.found.remove(&slot.id).unwrap_or_else(|| {
-                    panic!(
-                        "parameter {} has no gradient: every trainable parameter must take part \
-                         in the loss for the flat AdamW",
-                        slot.path
-                    )
-                })
-            })
+            .map(|slot| take.found.remove(&slot.id))
             .collect()
     }
 
@@ -244,10 +276,19 @@ impl ModuleMapper for Views<'_> {
 
 /// The gradients of a model's trainable parameters, laid out as the optimiser's buffers.
 pub struct FlatGradient {
-    buffers: Vec<Tensor<1>>,
+    pub(crate) buffers: Vec<Tensor<1>>,
 }
 
 impl FlatGradient {
+    /// The sum of two gradients of one model: a kernel per buffer, where adding them parameter
+    /// by parameter launched one per parameter.
+    pub fn add(self, other: Self) -> Self {
+        let buffers = (self.buffers.into_iter().zip(other.buffers))
+            .map(|(a, b)| a + b)
+            .collect();
+        Self { buffers }
+    }
+
     /// The sum of the squares of every element, as a one-element tensor.
     pub fn square_sum(&self) -> Tensor<1> {
         let mut sums: Vec<Tensor<1>> = self
@@ -312,11 +353,45 @@ impl FlatAdamW {
         })
     }
 
-    /// The gradients of `model`'s trainable parameters laid out as the masters.
-    pub fn flat_gradient(&self, model: &MaskedLm, gradients: &GradientsParams) -> FlatGradient {
-        let parts = self.layout.gradients(model, gradients);
-        let device = parts.first().map(|p| p.device());
-        let buffers = device.map_or_else(Vec::new, |device| self.layout.gather(parts, &device));
+    /// The gradients of `model`'s trainable parameters taken out of `gradients`, laid out as the
+    /// masters. With `copies` (the compute-dtype copies the pass used, tracked), a parameter's
+    /// gradient adds its copy's, cast to f32: the copies' gradients gathered in their dtype and
+    /// each buffer cast once, where a cast per parameter launched a kernel each.
+    pub fn flat_gradient(
+        &self,
+        model: &MaskedLm,
+        mut gradients: Gradients,
+        copies: Option<&Copies>,
+    ) -> FlatGradient {
+        let own = self.layout.gradients(model, &mut gradients);
+        let mut copied = copies.map(|copies| copies.take_gradients(&mut gradients));
+        let dtype = copies.map_or(DType::F32, Copies::dtype);
+        let copied: Vec<Option<Tensor<1>>> = (self.layout.slots.iter())
+            .map(|slot| copied.as_mut().and_then(|c| c.remove(&slot.id)))
+            .collect();
+        for ((slot, own), copied) in self.layout.slots.iter().zip(&own).zip(&copied) {
+            assert!(
+                own.is_some() || copied.is_some(),
+                "parameter {} has no gradient: every trainable parameter must take part in the \
+                 loss for the flat AdamW",
+                slot.path
+            );
+        }
+        let Some(device) = self.masters.first().map(Tensor::device) else {
+            return FlatGradient {
+                buffers: Vec::new(),
+            };
+        };
+        let own = self.layout.gather_some(own, DType::F32, &device);
+        let copied = self.layout.gather_some(copied, dtype, &device);
+        let buffers = (own.into_iter().zip(copied))
+            .map(|pair| match pair {
+                (Some(own), Some(copied)) => own + copied.cast(DType::F32),
+                (Some(own), None) => own,
+                (None, Some(copied)) => copied.cast(DType::F32),
+                (None, None) => unreachable!("every parameter has a gradient"),
+            })
+            .collect();
         FlatGradient { buffers }
     }
 

@@ -1,7 +1,6 @@
 //! One optimiser step of SPLADE training, and the quantities logged about it.
 
 use burn::module::{Module, ModuleVisitor, Param};
-use burn::optim::{GradientsAccumulator, GradientsParams};
 use burn::prelude::*;
 use burn::tensor::DType;
 use lsr_backbone::MaskedLm;
@@ -13,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use crate::config::{Batching, Recipe};
 use crate::data::TrainBatch;
 use crate::loss::splade_loss;
-use crate::optimizer::FlatAdamW;
+use crate::optimizer::{FlatAdamW, FlatGradient};
 use crate::schedule::{learning_rate, regularizer_weight};
 use crate::validation::ValidationScores;
 
@@ -93,12 +92,10 @@ impl Trainer {
         let lr = learning_rate(r.lr, t, r.warmup_steps, r.steps, r.lr_warmup);
         let lambda_q = regularizer_weight(r.lambda_q, t, r.lambda_warmup_steps);
         let lambda_d = regularizer_weight(r.lambda_d, t, r.lambda_warmup_steps);
-        let (gradients, sums) = self.gradients(micro_batches, (lambda_q, lambda_d), logged);
+        let (mut gradient, sums) = self.gradients(micro_batches, (lambda_q, lambda_d), logged);
         let r = &self.recipe;
         let device = self.model.device();
         launches::enter(&device, Label::forward(Region::GradientNorm));
-        let mut gradient = self.optimizer.flat_gradient(&self.model, &gradients);
-        drop(gradients);
         let grad_norm = (gradient.square_sum()).into_scalar::<f32>().to_f64().sqrt();
         if let Some(max_norm) = r.max_grad_norm
             && grad_norm > max_norm
@@ -151,7 +148,7 @@ impl Trainer {
         micro_batches: &[TrainBatch],
         lambdas: (f64, f64),
         logged: bool,
-    ) -> (GradientsParams, [f64; MONITORED]) {
+    ) -> (FlatGradient, [f64; MONITORED]) {
         match self.recipe.batching {
             Batching::Accumulation => self.accumulated(micro_batches, lambdas, logged),
             Batching::Cached => self.cached(micro_batches, lambdas, logged),
@@ -164,10 +161,10 @@ impl Trainer {
         micro_batches: &[TrainBatch],
         lambdas: (f64, f64),
         logged: bool,
-    ) -> (GradientsParams, [f64; MONITORED]) {
+    ) -> (FlatGradient, [f64; MONITORED]) {
         let count = micro_batches.len() as f64;
         let copies = self.copies();
-        let mut accumulator = GradientsAccumulator::<MaskedLm>::new();
+        let mut total = None;
         let mut sums = [0.0f64; MONITORED];
         for batch in micro_batches {
             let tracked = copies.as_ref().map(Copies::tracked);
@@ -185,12 +182,12 @@ impl Trainer {
             let monitored = monitor(&terms, &queries, &documents, logged);
             backward_starts(&device);
             let loss = terms.total.div_scalar(count);
-            accumulator.accumulate(&self.model, self.backward(loss, tracked.as_ref()));
+            accumulate(&mut total, self.backward(loss, tracked.as_ref()));
             for (sum, value) in sums.iter_mut().zip(monitored) {
                 *sum += value / count;
             }
         }
-        (accumulator.grads(), sums)
+        (total.expect("a micro-batch"), sums)
     }
 
     /// Gradient caching: every micro-batch's representations without the graph, the loss over
@@ -203,7 +200,7 @@ impl Trainer {
         micro_batches: &[TrainBatch],
         lambdas: (f64, f64),
         logged: bool,
-    ) -> (GradientsParams, [f64; MONITORED]) {
+    ) -> (FlatGradient, [f64; MONITORED]) {
         let untracked = self.model.clone().no_grad();
         let copies = self.copies();
         let representations: Vec<(Tensor<2>, Tensor<2>)> = (micro_batches.iter())
@@ -228,7 +225,7 @@ impl Trainer {
         let gradients = terms.total.backward();
         let query_gradient = queries.grad(&gradients).expect("queries require grad");
         let document_gradient = documents.grad(&gradients).expect("documents require grad");
-        let mut accumulator = GradientsAccumulator::<MaskedLm>::new();
+        let mut total = None;
         for (index, batch) in micro_batches.iter().enumerate() {
             let tracked = copies.as_ref().map(Copies::tracked);
             let (queries, documents) = self.encode(&self.model, batch, tracked.as_ref());
@@ -237,9 +234,9 @@ impl Trainer {
             let surrogate = (queries * query_rows.autodiff()).sum()
                 + (documents * document_rows.autodiff()).sum();
             backward_starts(&device);
-            accumulator.accumulate(&self.model, self.backward(surrogate, tracked.as_ref()));
+            accumulate(&mut total, self.backward(surrogate, tracked.as_ref()));
         }
-        (accumulator.grads(), monitored)
+        (total.expect("a micro-batch"), monitored)
     }
 
     /// The step's compute-dtype copies of the parameters, one cast of the optimiser's flat
@@ -275,15 +272,22 @@ impl Trainer {
         }
     }
 
-    /// The gradients of `loss` for the model's parameters, the uses of the `copies` it was
-    /// computed with included.
-    pub(crate) fn backward(&self, loss: Tensor<1>, copies: Option<&Copies>) -> GradientsParams {
-        let mut gradients = loss.backward();
-        if let Some(copies) = copies {
-            copies.fold(&self.model, &mut gradients);
-        }
-        GradientsParams::from_grads(gradients, &self.model)
+    /// The gradient of `loss` for the model's parameters, laid out as the optimiser's buffers,
+    /// the uses of the `copies` it was computed with included.
+    pub(crate) fn backward(&self, loss: Tensor<1>, copies: Option<&Copies>) -> FlatGradient {
+        let device = loss.device();
+        let gradients = loss.backward();
+        launches::enter(&device, Label::forward(Region::GradientNorm));
+        self.optimizer.flat_gradient(&self.model, gradients, copies)
     }
+}
+
+/// Adds a micro-batch's gradient to the step's.
+fn accumulate(total: &mut Option<FlatGradient>, gradient: FlatGradient) {
+    *total = Some(match total.take() {
+        Some(sum) => sum.add(gradient),
+        None => gradient,
+    });
 }
 
 /// Where each micro-batch's rows go in the whole batch: queries in order; documents as the
